@@ -1,0 +1,277 @@
+//! Doc comments for a plugin's tools, read from the WIT package its build embedded.
+//!
+//! A component's own type has no names of types and no comments, so plugins built with the guest
+//! SDK carry their encoded WIT package in a `moat:wit` custom section. Tools of a component without
+//! one (or with one moat cannot read) still work: they get generated descriptions instead.
+//!
+//! WIT has no doc comments on parameters; a line of the function's comment that starts with a
+//! parameter's name and a colon (`limit: at most this many`, optionally as a `-` list item or
+//! with the name in backticks) describes that parameter.
+
+use anyhow::{Context, Result, bail};
+use wit_parser::decoding::{DecodedWasm, decode};
+use wit_parser::{
+    Function, InterfaceId, PackageId, Resolve, Type, TypeDef, TypeDefKind, WorldItem, WorldKey,
+};
+
+/// The name of the custom section the guest SDK writes.
+pub const WIT_SECTION: &str = "moat:wit";
+
+/// The documented WIT package of one plugin.
+pub struct PluginDocs {
+    resolve: Resolve,
+    package: PackageId,
+}
+
+impl PluginDocs {
+    /// Reads the `moat:wit` section of a component, wherever it sits (the SDK's build puts it in
+    /// the core module inside the component). `Ok(None)`: the component carries none.
+    pub fn from_component(wasm: &[u8]) -> Result<Option<Self>> {
+        let Some(section) = find_custom_section(wasm, WIT_SECTION)? else {
+            return Ok(None);
+        };
+        match decode(section).context("decoding the embedded WIT package")? {
+            DecodedWasm::WitPackage(resolve, package) => Ok(Some(Self { resolve, package })),
+            DecodedWasm::Component(..) => bail!("the `{WIT_SECTION}` section holds no WIT package"),
+        }
+    }
+
+    /// The package's own description: the doc comment of its first documented world.
+    pub fn summary(&self) -> Option<&str> {
+        self.resolve.packages[self.package]
+            .worlds
+            .values()
+            .find_map(|&world| self.resolve.worlds[world].docs.contents.as_deref())
+    }
+
+    /// The docs of an exported function: `interface` is the export name of the instance that holds
+    /// it (`moat:text/tools@0.1.0` or a plain name), `None` for a function the world exports itself.
+    pub fn function(&self, interface: Option<&str>, name: &str) -> Option<FunctionDocs<'_>> {
+        let function = match interface {
+            Some(export) => {
+                let id = self.interface(export)?;
+                self.resolve.interfaces[id].functions.get(name)?
+            }
+            None => self
+                .world_exports()
+                .find_map(|(key, item)| match (key, item) {
+                    (WorldKey::Name(n), WorldItem::Function(f)) if n == name => Some(f),
+                    _ => None,
+                })?,
+        };
+        Some(FunctionDocs {
+            resolve: &self.resolve,
+            function,
+        })
+    }
+
+    fn world_exports(&self) -> impl Iterator<Item = (&WorldKey, &WorldItem)> {
+        self.resolve.packages[self.package]
+            .worlds
+            .values()
+            .flat_map(|&world| self.resolve.worlds[world].exports.iter())
+    }
+
+    fn interface(&self, export: &str) -> Option<InterfaceId> {
+        // `ns:pkg/name@version` names a package interface; a plain name, an inline world export.
+        let Some((_, path)) = export.split_once('/') else {
+            return self
+                .world_exports()
+                .find_map(|(key, item)| match (key, item) {
+                    (WorldKey::Name(n), WorldItem::Interface { id, .. }) if n == export => {
+                        Some(*id)
+                    }
+                    _ => None,
+                });
+        };
+        let name = path.split('@').next()?;
+        self.resolve.packages[self.package]
+            .interfaces
+            .get(name)
+            .copied()
+            .or_else(|| {
+                let package = export.split('/').next()?;
+                self.resolve.interfaces.iter().find_map(|(id, iface)| {
+                    let owner = &self.resolve.packages[iface.package?].name;
+                    let matches = iface.name.as_deref() == Some(name)
+                        && format!("{}:{}", owner.namespace, owner.name) == package;
+                    matches.then_some(id)
+                })
+            })
+    }
+}
+
+/// The docs of one exported function.
+#[derive(Clone, Copy)]
+pub struct FunctionDocs<'a> {
+    resolve: &'a Resolve,
+    function: &'a Function,
+}
+
+impl<'a> FunctionDocs<'a> {
+    /// The doc comment without the lines that describe parameters.
+    pub fn description(&self) -> Option<String> {
+        let docs = self.function.docs.contents.as_deref()?;
+        let kept: Vec<&str> = docs
+            .lines()
+            .filter(|line| self.parameter_line(line).is_none())
+            .collect();
+        let text = kept.join("\n").trim().to_string();
+        (!text.is_empty()).then_some(text)
+    }
+
+    /// The description of parameter `name` and its WIT type.
+    pub fn param(&self, name: &str) -> (Option<String>, Option<TypeDocs<'a>>) {
+        let description = self.function.docs.contents.as_deref().and_then(|docs| {
+            docs.lines()
+                .find_map(|line| match self.parameter_line(line) {
+                    Some((param, text)) if param == name => Some(text.to_string()),
+                    _ => None,
+                })
+        });
+        let ty = self
+            .function
+            .params
+            .iter()
+            .find(|p| p.name == name)
+            .map(|p| TypeDocs::new(self.resolve, p.ty));
+        (description, ty)
+    }
+
+    /// The WIT type of the result.
+    pub fn result(&self) -> Option<TypeDocs<'a>> {
+        self.function
+            .result
+            .map(|ty| TypeDocs::new(self.resolve, ty))
+    }
+
+    /// `Some((param, text))` when `line` describes one of the function's parameters.
+    fn parameter_line<'l>(&self, line: &'l str) -> Option<(&'l str, &'l str)> {
+        let line = line.trim_start();
+        let line = line
+            .strip_prefix("- ")
+            .or_else(|| line.strip_prefix("* "))
+            .unwrap_or(line);
+        let (name, text) = line.split_once(':')?;
+        let name = name.trim().trim_matches('`');
+        let is_param = self.function.params.iter().any(|p| p.name == name);
+        (is_param && !text.trim().is_empty()).then(|| (name, text.trim()))
+    }
+}
+
+/// A WIT type, walked alongside wasmtime's structural type to find the comments of fields and
+/// cases. Every accessor answers `None` when the shapes part ways, so docs never block a tool.
+#[derive(Clone, Copy)]
+pub struct TypeDocs<'a> {
+    resolve: &'a Resolve,
+    ty: Type,
+}
+
+impl<'a> TypeDocs<'a> {
+    fn new(resolve: &'a Resolve, ty: Type) -> Self {
+        Self { resolve, ty }
+    }
+
+    fn at(&self, ty: Type) -> Self {
+        Self::new(self.resolve, ty)
+    }
+
+    /// The type's definition, with aliases (`type a = b`) followed.
+    fn def(&self) -> Option<&'a TypeDef> {
+        let mut ty = self.ty;
+        loop {
+            let Type::Id(id) = ty else { return None };
+            let def = &self.resolve.types[id];
+            match def.kind {
+                TypeDefKind::Type(inner) => ty = inner,
+                _ => return Some(def),
+            }
+        }
+    }
+
+    /// The doc comment of the named type (record, variant, enum, flags…).
+    pub fn description(&self) -> Option<&'a str> {
+        self.def()?.docs.contents.as_deref()
+    }
+
+    /// A record field's comment and type.
+    pub fn field(&self, name: &str) -> (Option<&'a str>, Option<Self>) {
+        match self.def().map(|d| &d.kind) {
+            Some(TypeDefKind::Record(record)) => record
+                .fields
+                .iter()
+                .find(|f| f.name == name)
+                .map_or((None, None), |f| {
+                    (f.docs.contents.as_deref(), Some(self.at(f.ty)))
+                }),
+            _ => (None, None),
+        }
+    }
+
+    /// A variant case's comment and payload type, or an enum case's comment.
+    pub fn case(&self, name: &str) -> (Option<&'a str>, Option<Self>) {
+        match self.def().map(|d| &d.kind) {
+            Some(TypeDefKind::Variant(variant)) => variant
+                .cases
+                .iter()
+                .find(|c| c.name == name)
+                .map_or((None, None), |c| {
+                    (c.docs.contents.as_deref(), c.ty.map(|t| self.at(t)))
+                }),
+            Some(TypeDefKind::Enum(enum_)) => (
+                enum_
+                    .cases
+                    .iter()
+                    .find(|c| c.name == name)
+                    .and_then(|c| c.docs.contents.as_deref()),
+                None,
+            ),
+            _ => (None, None),
+        }
+    }
+
+    /// The element type of a list, fixed-length list or option.
+    pub fn element(&self) -> Option<Self> {
+        match &self.def()?.kind {
+            TypeDefKind::List(t) | TypeDefKind::Option(t) => Some(self.at(*t)),
+            TypeDefKind::FixedLengthList(t, _) => Some(self.at(*t)),
+            _ => None,
+        }
+    }
+
+    /// The key and value types of a map.
+    pub fn map_value(&self) -> Option<Self> {
+        match &self.def()?.kind {
+            TypeDefKind::Map(_, v) => Some(self.at(*v)),
+            _ => None,
+        }
+    }
+
+    /// Item `index` of a tuple.
+    pub fn tuple_item(&self, index: usize) -> Option<Self> {
+        match &self.def()?.kind {
+            TypeDefKind::Tuple(tuple) => tuple.types.get(index).map(|t| self.at(*t)),
+            _ => None,
+        }
+    }
+
+    /// The `ok` and `err` types of a result.
+    pub fn result_arms(&self) -> (Option<Self>, Option<Self>) {
+        match &self.def().map(|d| &d.kind) {
+            Some(TypeDefKind::Result(r)) => (r.ok.map(|t| self.at(t)), r.err.map(|t| self.at(t))),
+            _ => (None, None),
+        }
+    }
+}
+
+/// Finds a custom section by name in a component or any module nested in it.
+fn find_custom_section<'a>(wasm: &'a [u8], name: &str) -> Result<Option<&'a [u8]>> {
+    for payload in wasmparser::Parser::new(0).parse_all(wasm) {
+        if let wasmparser::Payload::CustomSection(section) = payload? {
+            if section.name() == name {
+                return Ok(Some(section.data()));
+            }
+        }
+    }
+    Ok(None)
+}

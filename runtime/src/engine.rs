@@ -1,0 +1,63 @@
+//! The one wasmtime [`Engine`] moat runs every plugin on, tuned for a fresh instance per call.
+//!
+//! * The pooling allocator with copy-on-write memory images makes instantiation a matter of
+//!   microseconds, so no instance, and no state, ever outlives the call it serves.
+//! * Epoch interruption lets a call be stopped at its deadline and lets a long call yield to the
+//!   async runtime every tick, so one busy guest never holds a server thread for long.
+
+use std::thread;
+use std::time::Duration;
+
+use anyhow::Result;
+use wasmtime::{Config, Engine, EngineWeak, InstanceAllocationStrategy, PoolingAllocationConfig};
+
+/// How often the engine's epoch advances: the granularity of deadlines and of guest yields.
+pub const EPOCH_TICK: Duration = Duration::from_millis(10);
+
+/// Most instances of all plugins that may be alive at once; further calls wait for a slot.
+pub const MAX_LIVE_INSTANCES: u32 = 256;
+
+/// The largest linear memory any plugin may have; a plugin's own limit may be lower.
+pub const MAX_MEMORY_BYTES: usize = 1 << 30;
+
+/// Builds the engine and starts the thread that advances its epoch.
+pub fn new_engine() -> Result<Engine> {
+    let mut pool = PoolingAllocationConfig::new();
+    pool.total_component_instances(MAX_LIVE_INSTANCES)
+        .total_core_instances(MAX_LIVE_INSTANCES * 4)
+        .total_memories(MAX_LIVE_INSTANCES * 2)
+        .total_tables(MAX_LIVE_INSTANCES * 4)
+        .total_stacks(MAX_LIVE_INSTANCES)
+        .max_memory_size(MAX_MEMORY_BYTES)
+        // Rust guests with the WASI adapter linked in run up to a few core instances each.
+        .max_core_instances_per_component(16)
+        .max_memories_per_component(4)
+        .max_tables_per_component(8);
+
+    let mut config = Config::new();
+    config
+        .allocation_strategy(InstanceAllocationStrategy::Pooling(pool))
+        .memory_init_cow(true)
+        .epoch_interruption(true)
+        // Plugins are WASI 0.2 components: no component-model async, which keeps calls cheaper.
+        .concurrency_support(false)
+        .parallel_compilation(true);
+
+    let engine = Engine::new(&config)?;
+    start_epoch_ticker(engine.weak());
+    Ok(engine)
+}
+
+/// Advances the epoch every [`EPOCH_TICK`] until the engine is dropped.
+fn start_epoch_ticker(engine: EngineWeak) {
+    thread::Builder::new()
+        .name("moat-epoch".into())
+        .spawn(move || {
+            while let Some(engine) = engine.upgrade() {
+                engine.increment_epoch();
+                drop(engine);
+                thread::sleep(EPOCH_TICK);
+            }
+        })
+        .expect("spawning the epoch thread");
+}

@@ -1,0 +1,153 @@
+//! What a guest sees of the host during one call: an empty WASI context (nothing granted), moat's
+//! `log` and `progress` imports, and a bounded capture of its stdout and stderr.
+
+use std::sync::Arc;
+
+use anyhow::Result;
+use tokio::sync::mpsc;
+use wasmtime::component::{HasSelf, Linker, ResourceTable};
+use wasmtime::{StoreLimits, StoreLimitsBuilder};
+use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
+use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+
+mod bindings {
+    wasmtime::component::bindgen!({
+        path: "../wit",
+        world: "moat:plugin/imports",
+    });
+}
+
+pub use bindings::moat::plugin::log::Level;
+
+/// The longest log or progress message a guest may send; longer ones are cut.
+const MAX_MESSAGE_BYTES: usize = 16 * 1024;
+
+/// Something a guest reported while it ran, for the client that made the call.
+#[derive(Debug, Clone, PartialEq)]
+pub enum GuestEvent {
+    Log {
+        level: Level,
+        message: String,
+    },
+    Progress {
+        progress: f64,
+        total: Option<f64>,
+        message: Option<String>,
+    },
+}
+
+/// Where a call's [`GuestEvent`]s go; `None` when nobody listens.
+pub type EventSink = Option<mpsc::UnboundedSender<GuestEvent>>;
+
+/// The store data of one call.
+pub struct HostState {
+    plugin: Arc<str>,
+    wasi: WasiCtx,
+    table: ResourceTable,
+    limits: StoreLimits,
+    events: EventSink,
+}
+
+/// The guest's captured stdout and stderr.
+pub struct CapturedOutput {
+    pub stdout: MemoryOutputPipe,
+    pub stderr: MemoryOutputPipe,
+}
+
+impl HostState {
+    /// A state that grants nothing: no files, no network, no environment, no stdin.
+    pub fn new(
+        plugin: Arc<str>,
+        max_memory_bytes: usize,
+        max_output_bytes: usize,
+        events: EventSink,
+    ) -> (Self, CapturedOutput) {
+        let output = CapturedOutput {
+            stdout: MemoryOutputPipe::new(max_output_bytes),
+            stderr: MemoryOutputPipe::new(max_output_bytes),
+        };
+        let wasi = WasiCtx::builder()
+            .stdout(output.stdout.clone())
+            .stderr(output.stderr.clone())
+            .build();
+        let limits = StoreLimitsBuilder::new()
+            .memory_size(max_memory_bytes)
+            .trap_on_grow_failure(true)
+            .build();
+        let state = Self {
+            plugin,
+            wasi,
+            table: ResourceTable::new(),
+            limits,
+            events,
+        };
+        (state, output)
+    }
+
+    pub fn limits(&mut self) -> &mut StoreLimits {
+        &mut self.limits
+    }
+
+    fn emit(&self, event: GuestEvent) {
+        if let Some(events) = &self.events {
+            // The receiver is gone only once the call is over; nothing is left to tell.
+            let _ = events.send(event);
+        }
+    }
+}
+
+impl WasiView for HostState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+impl bindings::moat::plugin::log::Host for HostState {
+    fn log(&mut self, level: Level, message: String) {
+        let message = truncate(message);
+        let plugin = &*self.plugin;
+        match level {
+            Level::Debug => tracing::debug!(plugin, "{message}"),
+            Level::Info | Level::Notice => tracing::info!(plugin, "{message}"),
+            Level::Warning => tracing::warn!(plugin, "{message}"),
+            Level::Error => tracing::error!(plugin, "{message}"),
+        }
+        self.emit(GuestEvent::Log { level, message });
+    }
+}
+
+impl bindings::moat::plugin::progress::Host for HostState {
+    fn report(&mut self, progress: f64, total: Option<f64>, message: Option<String>) {
+        let message = message.map(truncate);
+        self.emit(GuestEvent::Progress {
+            progress,
+            total,
+            message,
+        });
+    }
+}
+
+impl bindings::moat::plugin::content::Host for HostState {}
+
+/// Adds everything moat offers to guests: WASI 0.2 (whose context grants nothing by default) and
+/// the `moat:plugin` interfaces.
+pub fn add_to_linker(linker: &mut Linker<HostState>) -> Result<()> {
+    wasmtime_wasi::p2::add_to_linker_async(linker)?;
+    bindings::Imports::add_to_linker::<_, HasSelf<_>>(linker, |state| state)?;
+    Ok(())
+}
+
+fn truncate(mut message: String) -> String {
+    if message.len() > MAX_MESSAGE_BYTES {
+        let mut end = MAX_MESSAGE_BYTES;
+        while !message.is_char_boundary(end) {
+            end -= 1;
+        }
+        message.truncate(end);
+        message.push('…');
+    }
+    message
+}

@@ -1,0 +1,21 @@
+//! moat runs MCP tools as sandboxed WebAssembly components.
+//!
+//! A plugin is a WASI 0.2 component; each function it exports is an MCP tool whose JSON Schema
+//! comes from the function's WIT types and whose descriptions come from its doc comments.
+//! Every call runs in a fresh instance that can reach only what the operator granted.
+//!
+//! The data path, module by module:
+//! [`config`] (what to load) → [`registry`] (plugins and tool names) → [`plugin`] (compile,
+//! discover, call) → [`values`] (arguments checked and converted) → [`host`] (what the guest
+//! may touch) → [`output`] (the result as MCP content) → [`server`] (MCP over any transport).
+
+pub mod config;
+pub mod docs;
+pub mod engine;
+pub mod host;
+pub mod output;
+pub mod plugin;
+pub mod registry;
+pub mod schema;
+pub mod server;
+pub mod values;

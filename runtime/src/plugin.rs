@@ -1,0 +1,402 @@
+//! A plugin: one compiled component, the tools found in its type, and how to call them.
+//!
+//! Every call gets a fresh instance from a pre-linked [`InstancePre`] and a store of its own, so
+//! no state survives a call and calls never wait on each other.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use rmcp::model::{CallToolResult, JsonObject};
+use serde_json::Value;
+use wasmtime::component::types::{ComponentFunc, ComponentItem};
+use wasmtime::component::{Component, ComponentExportIndex, InstancePre, Linker, Type, Val};
+use wasmtime::{Engine, Store, UpdateDeadline};
+
+use crate::docs::{FunctionDocs, PluginDocs};
+use crate::host::{EventSink, HostState};
+use crate::output::Returns;
+use crate::schema::{Unsupported, object_schema};
+use crate::values::{ArgError, args_from_json};
+
+/// The longest tool name many MCP hosts accept.
+pub const MAX_TOOL_NAME: usize = 64;
+
+/// How much one call may use.
+#[derive(Clone, Debug)]
+pub struct Limits {
+    /// Wall-clock time a call may take, instantiation included.
+    pub deadline: Duration,
+    /// The most linear memory the instance may grow to.
+    pub max_memory_bytes: usize,
+    /// The most the guest may write to stdout, and again to stderr.
+    pub max_output_bytes: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            deadline: Duration::from_secs(30),
+            max_memory_bytes: 256 << 20,
+            max_output_bytes: 64 << 10,
+        }
+    }
+}
+
+/// A loaded plugin.
+pub struct Plugin {
+    pub name: Arc<str>,
+    /// What the plugin says of itself (its world's doc comment), if anything.
+    pub summary: Option<String>,
+    pub tools: Vec<Tool>,
+    /// Exported functions that are not tools, with the reason.
+    pub skipped: Vec<(String, String)>,
+    /// The names of the interfaces the component imports.
+    pub imports: Vec<String>,
+    pub limits: Limits,
+    pre: InstancePre<HostState>,
+}
+
+/// One exported function, as an MCP tool.
+pub struct Tool {
+    /// The tool's MCP name (see [`tool_name`]).
+    pub name: String,
+    /// Where the function is exported: `interface#function` or `function`.
+    pub export: String,
+    pub description: String,
+    pub input_schema: Arc<JsonObject>,
+    pub output_schema: Option<Arc<JsonObject>>,
+    params: Vec<(String, Type)>,
+    returns: Returns,
+    index: ComponentExportIndex,
+}
+
+/// Why a call produced no result.
+#[derive(Debug)]
+pub enum CallError {
+    /// The arguments do not fit the tool's parameters; the guest never ran.
+    InvalidArguments(ArgError),
+    /// The guest ran past its deadline and was stopped.
+    DeadlineExceeded(Duration),
+    /// The guest trapped: a panic, `unreachable`, out of memory, an output flood…
+    Trap { message: String, stderr: String },
+    /// The guest returned something moat cannot hand on.
+    BadResult(String),
+}
+
+impl std::fmt::Display for CallError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CallError::InvalidArguments(e) => write!(f, "invalid arguments: {e}"),
+            CallError::DeadlineExceeded(d) => {
+                write!(
+                    f,
+                    "the tool ran longer than its {d:?} deadline and was stopped"
+                )
+            }
+            CallError::Trap { message, stderr } if stderr.is_empty() => {
+                write!(f, "the tool crashed: {message}")
+            }
+            CallError::Trap { message, stderr } => {
+                write!(f, "the tool crashed: {message}\nits last output:\n{stderr}")
+            }
+            CallError::BadResult(e) => write!(f, "the tool returned an unusable result: {e}"),
+        }
+    }
+}
+
+/// The error the epoch callback raises at the deadline, to tell it from other traps.
+#[derive(Debug)]
+struct DeadlineExceeded;
+
+impl std::fmt::Display for DeadlineExceeded {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("deadline exceeded")
+    }
+}
+
+impl std::error::Error for DeadlineExceeded {}
+
+impl Plugin {
+    /// Compiles `wasm` and finds its tools. A plugin with no usable tool still loads (and says so).
+    pub fn load(
+        engine: &Engine,
+        linker: &Linker<HostState>,
+        name: &str,
+        wasm: &[u8],
+        limits: Limits,
+    ) -> Result<Self> {
+        let component = Component::new(engine, wasm)
+            .map_err(anyhow::Error::from)
+            .with_context(|| format!("plugin \"{name}\" is not a valid WebAssembly component"))?;
+        let docs = PluginDocs::from_component(wasm).unwrap_or_else(|e| {
+            tracing::warn!(plugin = name, "ignoring unreadable doc comments: {e:#}");
+            None
+        });
+        let imports = component
+            .component_type()
+            .imports(engine)
+            .map(|(name, _)| name.to_string())
+            .collect();
+        let pre = linker
+            .instantiate_pre(&component)
+            .map_err(anyhow::Error::from)
+            .with_context(|| {
+                format!("plugin \"{name}\" needs an import that moat does not offer")
+            })?;
+        let (tools, skipped) = discover_tools(engine, &component, name, docs.as_ref());
+        for (export, reason) in &skipped {
+            tracing::warn!(
+                plugin = name,
+                "`{export}` is not offered as a tool: {reason}"
+            );
+        }
+        Ok(Self {
+            name: name.into(),
+            summary: docs.as_ref().and_then(|d| d.summary()).map(str::to_string),
+            tools,
+            skipped,
+            imports,
+            limits,
+            pre,
+        })
+    }
+
+    /// Runs `tool` with `args` in a new instance.
+    pub async fn call(
+        &self,
+        tool: &Tool,
+        args: Option<&JsonObject>,
+        events: EventSink,
+    ) -> Result<CallToolResult, CallError> {
+        let params = args_from_json(&tool.params, args).map_err(CallError::InvalidArguments)?;
+        let limits = &self.limits;
+        let (state, output) = HostState::new(
+            self.name.clone(),
+            limits.max_memory_bytes,
+            limits.max_output_bytes,
+            events,
+        );
+        let mut store = Store::new(self.pre.engine(), state);
+        store.limiter(|state| state.limits());
+        let deadline = Instant::now() + limits.deadline;
+        store.set_epoch_deadline(1);
+        store.epoch_deadline_callback(move |_| {
+            if Instant::now() >= deadline {
+                Err(DeadlineExceeded.into())
+            } else {
+                // Give the thread back to the runtime every tick: a busy guest never hogs it.
+                Ok(UpdateDeadline::Yield(1))
+            }
+        });
+
+        let outcome: wasmtime::Result<Vec<Val>> = async {
+            let instance = self.pre.instantiate_async(&mut store).await?;
+            let func = instance
+                .get_func(&mut store, tool.index)
+                .expect("the export was found in the component's type");
+            let mut results = vec![Val::Bool(false); func.ty(&store).results().len()];
+            func.call_async(&mut store, &params, &mut results).await?;
+            Ok(results)
+        }
+        .await;
+        drop(store);
+
+        let stdout = String::from_utf8_lossy(&output.stdout.contents()).into_owned();
+        let stderr = String::from_utf8_lossy(&output.stderr.contents()).into_owned();
+        for (stream, text) in [("stdout", &stdout), ("stderr", &stderr)] {
+            if !text.is_empty() {
+                tracing::info!(
+                    plugin = &*self.name,
+                    tool = tool.name,
+                    "guest {stream}: {}",
+                    text.trim_end()
+                );
+            }
+        }
+        match outcome {
+            Ok(results) => tool
+                .returns
+                .render(results.first())
+                .map_err(CallError::BadResult),
+            Err(e) if e.downcast_ref::<DeadlineExceeded>().is_some() => {
+                Err(CallError::DeadlineExceeded(limits.deadline))
+            }
+            Err(e) => Err(CallError::Trap {
+                message: trap_message(&e),
+                stderr: last_lines(&stderr, 10),
+            }),
+        }
+    }
+}
+
+/// Every exported function, at the top level or in an exported instance, is a tool.
+fn discover_tools(
+    engine: &Engine,
+    component: &Component,
+    plugin: &str,
+    docs: Option<&PluginDocs>,
+) -> (Vec<Tool>, Vec<(String, String)>) {
+    struct Found {
+        interface: Option<String>,
+        function: String,
+        ty: ComponentFunc,
+        index: ComponentExportIndex,
+    }
+    let mut found = Vec::new();
+    for (export, item) in component.component_type().exports(engine) {
+        match item.ty {
+            ComponentItem::ComponentFunc(ty) => {
+                if let Some(index) = component.get_export_index(None, export) {
+                    found.push(Found {
+                        interface: None,
+                        function: export.to_string(),
+                        ty,
+                        index,
+                    });
+                }
+            }
+            ComponentItem::ComponentInstance(instance) => {
+                let Some(instance_index) = component.get_export_index(None, export) else {
+                    continue;
+                };
+                for (function, item) in instance.exports(engine) {
+                    let ComponentItem::ComponentFunc(ty) = item.ty else {
+                        continue;
+                    };
+                    if let Some(index) = component.get_export_index(Some(&instance_index), function)
+                    {
+                        found.push(Found {
+                            interface: Some(export.to_string()),
+                            function: function.to_string(),
+                            ty,
+                            index,
+                        });
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    let mut tools = Vec::new();
+    let mut skipped = Vec::new();
+    for f in &found {
+        let export = match &f.interface {
+            Some(interface) => format!("{interface}#{}", f.function),
+            None => f.function.clone(),
+        };
+        let qualify = found
+            .iter()
+            .filter(|other| other.function == f.function)
+            .count()
+            > 1;
+        let name = tool_name(
+            plugin,
+            f.interface.as_deref().filter(|_| qualify),
+            &f.function,
+        );
+        if name.len() > MAX_TOOL_NAME {
+            skipped.push((
+                export,
+                format!("its tool name `{name}` is longer than {MAX_TOOL_NAME} characters"),
+            ));
+            continue;
+        }
+        let function_docs = docs.and_then(|d| d.function(f.interface.as_deref(), &f.function));
+        match describe_tool(name, export.clone(), plugin, &f.ty, f.index, function_docs) {
+            Ok(tool) => tools.push(tool),
+            Err(unsupported) => skipped.push((export, unsupported.to_string())),
+        }
+    }
+    tools.sort_by(|a, b| a.name.cmp(&b.name));
+    (tools, skipped)
+}
+
+fn describe_tool(
+    name: String,
+    export: String,
+    plugin: &str,
+    ty: &ComponentFunc,
+    index: ComponentExportIndex,
+    docs: Option<FunctionDocs<'_>>,
+) -> Result<Tool, Unsupported> {
+    let params: Vec<(String, Type)> = ty.params().map(|(n, t)| (n.to_string(), t)).collect();
+    let results: Vec<Type> = ty.results().collect();
+    let returns = Returns::of(results.first().cloned());
+    let input = object_schema(
+        params.iter().map(|(n, t)| (n.as_str(), t.clone())),
+        |param| docs.map_or((None, None), |d| d.param(param)),
+    )?;
+    let output = returns.output_schema(docs.and_then(|d| d.result()))?;
+    let description = docs
+        .and_then(|d| d.description())
+        .unwrap_or_else(|| format!("Calls `{export}` of the plugin \"{plugin}\"."));
+    Ok(Tool {
+        name,
+        export,
+        description,
+        input_schema: Arc::new(into_object(input)),
+        output_schema: output.map(|o| Arc::new(into_object(o))),
+        params,
+        returns,
+        index,
+    })
+}
+
+fn into_object(value: Value) -> JsonObject {
+    match value {
+        Value::Object(object) => object,
+        _ => unreachable!("object schemas are objects"),
+    }
+}
+
+/// The MCP name of a tool: `{plugin}_{function}`, or `{plugin}_{interface}_{function}` when two of
+/// the plugin's exported functions share a name. Kebab-case becomes snake_case, and any character
+/// outside `[A-Za-z0-9_-]` becomes `_`, so names suit every MCP host.
+pub fn tool_name(plugin: &str, interface: Option<&str>, function: &str) -> String {
+    let interface = interface.map(|i| {
+        // `ns:pkg/name@1.0.0` → `name`
+        let i = i.rsplit('/').next().unwrap_or(i);
+        i.split('@').next().unwrap_or(i)
+    });
+    [Some(plugin), interface, Some(function)]
+        .into_iter()
+        .flatten()
+        .map(sanitize)
+        .collect::<Vec<_>>()
+        .join("_")
+}
+
+/// A plugin or tool name part: `-` becomes `_`, anything outside `[A-Za-z0-9_]` becomes `_`.
+pub fn sanitize(part: &str) -> String {
+    part.chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .collect()
+}
+
+/// A trap's cause, without wasmtime's backtrace noise.
+fn trap_message(error: &wasmtime::Error) -> String {
+    if let Some(trap) = error.downcast_ref::<wasmtime::Trap>() {
+        return trap.to_string();
+    }
+    let mut message = error.to_string();
+    if message.contains("maximum concurrent") {
+        message.push_str(" (too many calls at once; try again)");
+    }
+    message
+}
+
+fn last_lines(text: &str, n: usize) -> String {
+    let lines: Vec<&str> = text.trim_end().lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
+/// Reads a plugin file, with the path in the error.
+pub fn read_wasm(path: &std::path::Path) -> Result<Vec<u8>> {
+    let wasm = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+    if !wasm.starts_with(b"\0asm") {
+        bail!("{} is not a WebAssembly file", path.display());
+    }
+    Ok(wasm)
+}

@@ -1,0 +1,116 @@
+//! The tools of every loaded plugin, under their MCP names.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::Result;
+use wasmtime::Engine;
+use wasmtime::component::Linker;
+
+use crate::host;
+use crate::plugin::{Limits, Plugin, Tool, read_wasm};
+
+/// Where a plugin comes from and what it may use.
+#[derive(Clone, Debug)]
+pub struct PluginSource {
+    pub name: String,
+    pub path: PathBuf,
+    pub limits: Limits,
+}
+
+/// The engine, the linker every plugin shares, and the plugins loaded on them.
+pub struct Registry {
+    engine: Engine,
+    plugins: Vec<Arc<Plugin>>,
+    /// Tool name → (plugin, tool) indexes; a `BTreeMap` so listings come out in name order.
+    tools: BTreeMap<String, (usize, usize)>,
+}
+
+/// A plugin that did not load, and why.
+#[derive(Debug)]
+pub struct LoadError {
+    pub plugin: String,
+    pub error: anyhow::Error,
+}
+
+impl Registry {
+    /// Loads every source, compiling them side by side. A plugin that fails is reported in the
+    /// returned errors and left out; the others load all the same.
+    pub fn load(engine: &Engine, sources: &[PluginSource]) -> Result<(Self, Vec<LoadError>)> {
+        let mut linker = Linker::new(engine);
+        host::add_to_linker(&mut linker)?;
+        let results: Vec<Result<Plugin>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = sources
+                .iter()
+                .map(|source| {
+                    let linker = &linker;
+                    scope.spawn(move || {
+                        let wasm = read_wasm(&source.path)?;
+                        Plugin::load(engine, linker, &source.name, &wasm, source.limits.clone())
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().expect("plugin loading does not panic"))
+                .collect()
+        });
+
+        let mut registry = Self {
+            engine: engine.clone(),
+            plugins: Vec::new(),
+            tools: BTreeMap::new(),
+        };
+        let mut errors = Vec::new();
+        for (source, result) in sources.iter().zip(results) {
+            match result {
+                Ok(plugin) => registry.add(plugin),
+                Err(error) => errors.push(LoadError {
+                    plugin: source.name.clone(),
+                    error,
+                }),
+            }
+        }
+        Ok((registry, errors))
+    }
+
+    fn add(&mut self, plugin: Plugin) {
+        let plugin_index = self.plugins.len();
+        for (tool_index, tool) in plugin.tools.iter().enumerate() {
+            if let Some(&(other, _)) = self.tools.get(&tool.name) {
+                tracing::error!(
+                    plugin = &*plugin.name,
+                    "tool `{}` is left out: plugin \"{}\" has a tool of that name",
+                    tool.name,
+                    self.plugins[other].name
+                );
+                continue;
+            }
+            self.tools
+                .insert(tool.name.clone(), (plugin_index, tool_index));
+        }
+        self.plugins.push(Arc::new(plugin));
+    }
+
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    pub fn plugins(&self) -> &[Arc<Plugin>] {
+        &self.plugins
+    }
+
+    /// Every tool, in name order.
+    pub fn tools(&self) -> impl Iterator<Item = (&Arc<Plugin>, &Tool)> {
+        self.tools
+            .values()
+            .map(|&(p, t)| (&self.plugins[p], &self.plugins[p].tools[t]))
+    }
+
+    /// The tool named `name` and its plugin.
+    pub fn find(&self, name: &str) -> Option<(&Arc<Plugin>, &Tool)> {
+        let &(p, t) = self.tools.get(name)?;
+        Some((&self.plugins[p], &self.plugins[p].tools[t]))
+    }
+}

@@ -1,0 +1,195 @@
+//! The MCP face of moat: an rmcp [`ServerHandler`] whose tools are the registry's.
+//!
+//! The handler knows nothing of transports; stdio (and any other rmcp transport) serves it as is.
+
+// MCP 2026-07-28 deprecates logging (SEP-2577), but the clients of earlier versions still ask for it.
+#![allow(deprecated)]
+
+use std::sync::{Arc, Mutex};
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+    ListToolsResult, LoggingLevel, LoggingMessageNotificationParam, PaginatedRequestParams,
+    ProgressNotificationParam, ServerCapabilities, ServerConfig, SetLevelRequestParams, Tool,
+};
+use rmcp::service::{Peer, RequestContext};
+use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
+use serde_json::json;
+use tokio::sync::mpsc;
+
+use crate::host::{GuestEvent, Level};
+use crate::registry::Registry;
+
+/// Serves the tools of a [`Registry`] over MCP.
+#[derive(Clone)]
+pub struct MoatServer {
+    registry: Arc<Registry>,
+    /// The least severe guest log message the client wants to receive.
+    log_level: Arc<Mutex<LoggingLevel>>,
+}
+
+impl MoatServer {
+    pub fn new(registry: Arc<Registry>) -> Self {
+        Self {
+            registry,
+            log_level: Arc::new(Mutex::new(LoggingLevel::Debug)),
+        }
+    }
+
+    fn mcp_tool(&self, tool: &crate::plugin::Tool) -> Tool {
+        let mut mcp = Tool::new(
+            tool.name.clone(),
+            tool.description.clone(),
+            tool.input_schema.clone(),
+        );
+        mcp.output_schema = tool.output_schema.clone();
+        mcp
+    }
+
+    /// Hands the guest's log and progress reports of one call on to the client.
+    fn forward_events(
+        &self,
+        peer: Peer<RoleServer>,
+        progress_token: Option<rmcp::model::ProgressToken>,
+        plugin: String,
+    ) -> mpsc::UnboundedSender<GuestEvent> {
+        let (sender, mut receiver) = mpsc::unbounded_channel();
+        let log_level = self.log_level.clone();
+        tokio::spawn(async move {
+            while let Some(event) = receiver.recv().await {
+                let sent = match event {
+                    GuestEvent::Log { level, message } => {
+                        let level = logging_level(level);
+                        if rank(level) < rank(*log_level.lock().expect("log level lock")) {
+                            continue;
+                        }
+                        let mut param = LoggingMessageNotificationParam::new(level, json!(message));
+                        param.logger = Some(plugin.clone());
+                        peer.notify_logging_message(param).await
+                    }
+                    GuestEvent::Progress {
+                        progress,
+                        total,
+                        message,
+                    } => {
+                        let Some(token) = progress_token.clone() else {
+                            continue;
+                        };
+                        let mut param = ProgressNotificationParam::new(token, progress);
+                        param.total = total;
+                        param.message = message;
+                        peer.notify_progress(param).await
+                    }
+                };
+                if sent.is_err() {
+                    break; // the client is gone
+                }
+            }
+        });
+        sender
+    }
+}
+
+impl ServerHandler for MoatServer {
+    fn get_info(&self) -> ServerConfig {
+        let mut info = ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_logging()
+                .build(),
+        );
+        info.server_info = Implementation::new("moat", env!("CARGO_PKG_VERSION"));
+        info.instructions = Some(
+            "Tools run as sandboxed WebAssembly components; each one can reach only what its \
+             operator granted."
+                .into(),
+        );
+        info
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        let tools = self
+            .registry
+            .tools()
+            .map(|(_, tool)| self.mcp_tool(tool))
+            .collect();
+        Ok(ListToolsResult::with_all_items(tools))
+    }
+
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        self.registry
+            .find(name)
+            .map(|(_, tool)| self.mcp_tool(tool))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let Some((plugin, tool)) = self.registry.find(&request.name) else {
+            return Err(McpError::invalid_params(
+                format!("unknown tool \"{}\"", request.name),
+                None,
+            ));
+        };
+        let events = self.forward_events(
+            context.peer.clone(),
+            context.meta.get_progress_token(),
+            plugin.name.to_string(),
+        );
+        let call = plugin.call(tool, request.arguments.as_ref(), Some(events));
+        let outcome = tokio::select! {
+            outcome = call => outcome,
+            () = context.ct.cancelled() => {
+                tracing::info!(tool = tool.name, "call cancelled by the client");
+                return Err(McpError::internal_error("the call was cancelled", None));
+            }
+        };
+        Ok(match outcome {
+            Ok(result) => result,
+            Err(error) => {
+                tracing::warn!(tool = tool.name, "call failed: {error}");
+                CallToolResult::error(vec![ContentBlock::text(error.to_string())])
+            }
+        }
+        .into())
+    }
+
+    async fn set_level(
+        &self,
+        request: SetLevelRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        *self.log_level.lock().expect("log level lock") = request.level;
+        Ok(())
+    }
+}
+
+fn logging_level(level: Level) -> LoggingLevel {
+    match level {
+        Level::Debug => LoggingLevel::Debug,
+        Level::Info => LoggingLevel::Info,
+        Level::Notice => LoggingLevel::Notice,
+        Level::Warning => LoggingLevel::Warning,
+        Level::Error => LoggingLevel::Error,
+    }
+}
+
+/// Severity order, least severe first.
+fn rank(level: LoggingLevel) -> u8 {
+    match level {
+        LoggingLevel::Debug => 0,
+        LoggingLevel::Info => 1,
+        LoggingLevel::Notice => 2,
+        LoggingLevel::Warning => 3,
+        LoggingLevel::Error => 4,
+        LoggingLevel::Critical => 5,
+        LoggingLevel::Alert => 6,
+        LoggingLevel::Emergency => 7,
+    }
+}

@@ -1,0 +1,3 @@
+//! One test binary for everything: fewer link steps on small machines.
+
+mod echo;
