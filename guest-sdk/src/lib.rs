@@ -49,7 +49,7 @@ macro_rules! generate {
             path: "wit",
             generate_all,
             runtime_path: "::moat_guest::wit_bindgen::rt",
-            bitflags_path: "::moat_guest::wit_bindgen::bitflags",
+            bitflags_path: "::moat_guest::wit_bindgen::rt::bitflags",
         });
         $crate::embed_wit!();
     };

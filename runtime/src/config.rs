@@ -1,14 +1,19 @@
 //! The operator's configuration file, `moat.toml`: which plugins to serve and with what limits.
 //!
 //! ```toml
-//! [plugins.echo]
-//! path = "plugins/echo.wasm"   # relative to this file
-//! deadline_ms = 5000           # optional; see `Limits` for the defaults
+//! [plugins.notes]
+//! path = "plugins/notes.wasm"  # relative to this file
+//! deadline_ms = 5000           # optional limits; see `Limits` for the defaults
 //! max_memory_mb = 64
 //! max_output_kb = 64
+//! max_concurrent_calls = 4
+//! max_queued_calls = 16
+//! files = [{ host = "./notes", guest = "/notes", mode = "rw" }]  # nothing unless listed
+//! env = { NOTES_TITLE = "Mine", TOKEN = "${env:NOTES_TOKEN}" }   # from moat's environment
 //! ```
 //!
-//! Unknown keys are errors, so a typo never silently drops a setting.
+//! Unknown keys are errors, so a typo never silently drops a setting; every string becomes a
+//! checked type here, and the rest of moat never sees the raw file.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -17,6 +22,7 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 use serde::Deserialize;
 
+use crate::grants::{FileGrant, Grants};
 use crate::plugin::{Limits, sanitize};
 use crate::registry::PluginSource;
 
@@ -34,17 +40,46 @@ struct PluginEntry {
     deadline_ms: Option<u64>,
     max_memory_mb: Option<usize>,
     max_output_kb: Option<usize>,
+    max_concurrent_calls: Option<usize>,
+    max_queued_calls: Option<usize>,
+    #[serde(default)]
+    files: Vec<FileEntry>,
+    #[serde(default)]
+    env: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileEntry {
+    host: PathBuf,
+    guest: String,
+    mode: FileMode,
+}
+
+#[derive(Debug, Deserialize)]
+enum FileMode {
+    #[serde(rename = "ro")]
+    ReadOnly,
+    #[serde(rename = "rw")]
+    ReadWrite,
 }
 
 /// Reads `moat.toml` into plugin sources, paths resolved against the file's folder.
 pub fn read(path: &Path) -> Result<Vec<PluginSource>> {
     let text =
         std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-    parse(&text, path.parent().unwrap_or(Path::new(".")))
-        .with_context(|| format!("in {}", path.display()))
+    parse(&text, path.parent().unwrap_or(Path::new(".")), &|name| {
+        std::env::var(name).ok()
+    })
+    .with_context(|| format!("in {}", path.display()))
 }
 
-fn parse(text: &str, base: &Path) -> Result<Vec<PluginSource>> {
+/// Parses a config file's text; `env` looks up moat's own environment for `${env:NAME}`.
+fn parse(
+    text: &str,
+    base: &Path,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Vec<PluginSource>> {
     let file: ConfigFile = toml::from_str(text)?;
     file.plugins
         .into_iter()
@@ -52,6 +87,8 @@ fn parse(text: &str, base: &Path) -> Result<Vec<PluginSource>> {
             if name.is_empty() || sanitize(&name) != name {
                 bail!("plugin name \"{name}\" may hold only ASCII letters, digits and `_`");
             }
+            let grants = grants(&entry, base, env)
+                .with_context(|| format!("in the grants of plugin \"{name}\""))?;
             let defaults = Limits::default();
             let limits = Limits {
                 deadline: entry
@@ -63,14 +100,64 @@ fn parse(text: &str, base: &Path) -> Result<Vec<PluginSource>> {
                 max_output_bytes: entry
                     .max_output_kb
                     .map_or(defaults.max_output_bytes, |kb| kb << 10),
+                max_concurrent_calls: entry
+                    .max_concurrent_calls
+                    .unwrap_or(defaults.max_concurrent_calls),
+                max_queued_calls: entry.max_queued_calls.unwrap_or(defaults.max_queued_calls),
             };
+            if limits.max_concurrent_calls == 0 {
+                bail!("plugin \"{name}\": max_concurrent_calls must be at least 1");
+            }
             Ok(PluginSource {
                 name,
                 path: base.join(entry.path),
                 limits,
+                grants,
             })
         })
         .collect()
+}
+
+fn grants(
+    entry: &PluginEntry,
+    base: &Path,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Grants> {
+    let mut files = Vec::new();
+    for file in &entry.files {
+        let host = base.join(&file.host);
+        let host = host
+            .canonicalize()
+            .with_context(|| format!("granted directory {}", host.display()))?;
+        if !host.is_dir() {
+            bail!("granted path {} is not a directory", host.display());
+        }
+        if !file.guest.starts_with('/') || file.guest.split('/').any(|part| part == "..") {
+            bail!(
+                "guest path \"{}\" must be absolute and free of `..`",
+                file.guest
+            );
+        }
+        files.push(FileGrant {
+            host,
+            guest: file.guest.clone(),
+            writable: matches!(file.mode, FileMode::ReadWrite),
+        });
+    }
+    let mut vars = Vec::new();
+    for (name, value) in &entry.env {
+        let value = match value
+            .strip_prefix("${env:")
+            .and_then(|v| v.strip_suffix('}'))
+        {
+            Some(from) => env(from).with_context(|| {
+                format!("env {name} = \"{value}\": moat's environment has no {from}")
+            })?,
+            None => value.clone(),
+        };
+        vars.push((name.clone(), value));
+    }
+    Ok(Grants { files, env: vars })
 }
 
 /// Sources for plugin files and folders named on the command line: a folder stands for every
@@ -102,6 +189,7 @@ fn source_for_file(path: PathBuf) -> PluginSource {
         name: sanitize(&stem),
         path,
         limits: Limits::default(),
+        grants: Grants::default(),
     }
 }
 
@@ -114,6 +202,7 @@ mod tests {
         let sources = parse(
             "[plugins.echo]\npath = \"echo.wasm\"\ndeadline_ms = 100\n",
             Path::new("/etc/moat"),
+            &no_env,
         )
         .unwrap();
         assert_eq!(sources.len(), 1);
@@ -126,6 +215,7 @@ mod tests {
         let error = parse(
             "[plugins.echo]\npath = \"e.wasm\"\ndeadline = 1\n",
             Path::new("."),
+            &no_env,
         )
         .unwrap_err();
         assert!(
@@ -136,7 +226,71 @@ mod tests {
 
     #[test]
     fn plugin_names_are_checked() {
-        let error = parse("[plugins.\"a.b\"]\npath = \"e.wasm\"\n", Path::new(".")).unwrap_err();
+        let error = parse(
+            "[plugins.\"a.b\"]\npath = \"e.wasm\"\n",
+            Path::new("."),
+            &no_env,
+        )
+        .unwrap_err();
         assert!(error.to_string().contains("may hold only"), "{error}");
+    }
+
+    fn no_env(_: &str) -> Option<String> {
+        None
+    }
+
+    #[test]
+    fn grants_are_resolved_and_checked() {
+        let dir = std::env::temp_dir().join(format!("moat-config-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("data")).unwrap();
+        let env = |name: &str| (name == "HOST_TOKEN").then(|| "s3cret".to_string());
+        let sources = parse(
+            r#"[plugins.notes]
+path = "n.wasm"
+files = [{ host = "data", guest = "/data", mode = "ro" }]
+env = { TOKEN = "${env:HOST_TOKEN}", PLAIN = "x" }
+"#,
+            &dir,
+            &env,
+        )
+        .unwrap();
+        let grants = &sources[0].grants;
+        assert_eq!(
+            grants.files[0].host,
+            dir.join("data").canonicalize().unwrap()
+        );
+        assert_eq!(grants.files[0].guest, "/data");
+        assert!(!grants.files[0].writable);
+        assert_eq!(
+            grants.env,
+            [
+                ("PLAIN".into(), "x".into()),
+                ("TOKEN".into(), "s3cret".into())
+            ]
+        );
+
+        for (bad, expected) in [
+            (
+                r#"files = [{ host = "missing", guest = "/d", mode = "ro" }]"#,
+                "granted directory",
+            ),
+            (
+                r#"files = [{ host = "data", guest = "d", mode = "ro" }]"#,
+                "must be absolute",
+            ),
+            (
+                r#"files = [{ host = "data", guest = "/d", mode = "rwx" }]"#,
+                "unknown variant",
+            ),
+            (
+                r#"env = { T = "${env:NOPE}" }"#,
+                "moat's environment has no NOPE",
+            ),
+        ] {
+            let text = format!("[plugins.notes]\npath = \"n.wasm\"\n{bad}\n");
+            let error = parse(&text, &dir, &env).unwrap_err();
+            assert!(format!("{error:#}").contains(expected), "{bad}: {error:#}");
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

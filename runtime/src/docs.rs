@@ -189,9 +189,21 @@ impl<'a> TypeDocs<'a> {
         }
     }
 
-    /// The doc comment of the named type (record, variant, enum, flags…).
+    /// The doc comment of the named type (record, variant, enum, flags…), or of an alias on the
+    /// way to it (`type user-id = u64`): the nearest comment wins.
     pub fn description(&self) -> Option<&'a str> {
-        self.def()?.docs.contents.as_deref()
+        let mut ty = self.ty;
+        loop {
+            let Type::Id(id) = ty else { return None };
+            let def = &self.resolve.types[id];
+            if let Some(docs) = def.docs.contents.as_deref() {
+                return Some(docs);
+            }
+            match def.kind {
+                TypeDefKind::Type(inner) => ty = inner,
+                _ => return None,
+            }
+        }
     }
 
     /// A record field's comment and type.

@@ -1,4 +1,4 @@
-//! What a guest sees of the host during one call: an empty WASI context (nothing granted), moat's
+//! What a guest sees of the host during one call: a WASI context holding only its grants, moat's
 //! `log` and `progress` imports, and a bounded capture of its stdout and stderr.
 
 use std::sync::Arc;
@@ -9,6 +9,9 @@ use wasmtime::component::{HasSelf, Linker, ResourceTable};
 use wasmtime::{StoreLimits, StoreLimitsBuilder};
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+
+use crate::grants::Grants;
+use crate::plugin::Limits;
 
 mod bindings {
     wasmtime::component::bindgen!({
@@ -55,33 +58,34 @@ pub struct CapturedOutput {
 }
 
 impl HostState {
-    /// A state that grants nothing: no files, no network, no environment, no stdin.
+    /// A state that grants only `grants`: beyond them no files, no network, no environment, and
+    /// no stdin.
     pub fn new(
         plugin: Arc<str>,
-        max_memory_bytes: usize,
-        max_output_bytes: usize,
+        grants: &Grants,
+        limits: &Limits,
         events: EventSink,
-    ) -> (Self, CapturedOutput) {
+    ) -> Result<(Self, CapturedOutput)> {
         let output = CapturedOutput {
-            stdout: MemoryOutputPipe::new(max_output_bytes),
-            stderr: MemoryOutputPipe::new(max_output_bytes),
+            stdout: MemoryOutputPipe::new(limits.max_output_bytes),
+            stderr: MemoryOutputPipe::new(limits.max_output_bytes),
         };
-        let wasi = WasiCtx::builder()
-            .stdout(output.stdout.clone())
-            .stderr(output.stderr.clone())
-            .build();
-        let limits = StoreLimitsBuilder::new()
-            .memory_size(max_memory_bytes)
+        let mut wasi = WasiCtx::builder();
+        wasi.stdout(output.stdout.clone())
+            .stderr(output.stderr.clone());
+        grants.apply(&mut wasi)?;
+        let store_limits = StoreLimitsBuilder::new()
+            .memory_size(limits.max_memory_bytes)
             .trap_on_grow_failure(true)
             .build();
         let state = Self {
             plugin,
-            wasi,
+            wasi: wasi.build(),
             table: ResourceTable::new(),
-            limits,
+            limits: store_limits,
             events,
         };
-        (state, output)
+        Ok((state, output))
     }
 
     pub fn limits(&mut self) -> &mut StoreLimits {

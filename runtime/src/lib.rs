@@ -12,6 +12,7 @@
 pub mod config;
 pub mod docs;
 pub mod engine;
+pub mod grants;
 pub mod host;
 pub mod output;
 pub mod plugin;

@@ -142,11 +142,13 @@ fn inspect(path: PathBuf, as_json: bool) -> Result<ExitCode> {
         .iter()
         .map(|(export, reason)| json!({"export": export, "reason": reason}))
         .collect();
+    let ungranted = moat::grants::ungranted(&plugin.imports, &plugin.grants);
     if as_json {
         let report = json!({
             "plugin": &*plugin.name,
             "summary": plugin.summary,
             "imports": plugin.imports,
+            "ungranted": ungranted,
             "tools": tools,
             "skipped": skipped,
         });
@@ -163,6 +165,9 @@ fn inspect(path: PathBuf, as_json: bool) -> Result<ExitCode> {
     }
     for import in &plugin.imports {
         println!("  {import}");
+    }
+    for note in &ungranted {
+        println!("  note: {note}");
     }
     println!("\ntools:");
     for tool in &plugin.tools {

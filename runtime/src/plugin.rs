@@ -4,7 +4,10 @@
 //! no state survives a call and calls never wait on each other.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
+
+use tokio::sync::{Semaphore, SemaphorePermit};
 
 use anyhow::{Context, Result, bail};
 use rmcp::model::{CallToolResult, JsonObject};
@@ -14,6 +17,7 @@ use wasmtime::component::{Component, ComponentExportIndex, InstancePre, Linker, 
 use wasmtime::{Engine, Store, UpdateDeadline};
 
 use crate::docs::{FunctionDocs, PluginDocs};
+use crate::grants::Grants;
 use crate::host::{EventSink, HostState};
 use crate::output::Returns;
 use crate::schema::{Unsupported, object_schema};
@@ -31,6 +35,10 @@ pub struct Limits {
     pub max_memory_bytes: usize,
     /// The most the guest may write to stdout, and again to stderr.
     pub max_output_bytes: usize,
+    /// Calls of this plugin that may run at once.
+    pub max_concurrent_calls: usize,
+    /// Calls that may wait for a free slot; one more fails at once.
+    pub max_queued_calls: usize,
 }
 
 impl Default for Limits {
@@ -39,6 +47,8 @@ impl Default for Limits {
             deadline: Duration::from_secs(30),
             max_memory_bytes: 256 << 20,
             max_output_bytes: 64 << 10,
+            max_concurrent_calls: 16,
+            max_queued_calls: 64,
         }
     }
 }
@@ -54,7 +64,12 @@ pub struct Plugin {
     /// The names of the interfaces the component imports.
     pub imports: Vec<String>,
     pub limits: Limits,
+    pub grants: Grants,
     pre: InstancePre<HostState>,
+    /// One permit per call allowed to run at once.
+    slots: Semaphore,
+    /// Calls waiting for a permit.
+    queued: AtomicUsize,
 }
 
 /// One exported function, as an MCP tool.
@@ -82,6 +97,10 @@ pub enum CallError {
     Trap { message: String, stderr: String },
     /// The guest returned something moat cannot hand on.
     BadResult(String),
+    /// Too many calls of this plugin are running or waiting.
+    Busy { running: usize, queued: usize },
+    /// The host could not set the call up (a granted directory vanished, the pool is full…).
+    Setup(String),
 }
 
 impl std::fmt::Display for CallError {
@@ -101,6 +120,11 @@ impl std::fmt::Display for CallError {
                 write!(f, "the tool crashed: {message}\nits last output:\n{stderr}")
             }
             CallError::BadResult(e) => write!(f, "the tool returned an unusable result: {e}"),
+            CallError::Busy { running, queued } => write!(
+                f,
+                "the plugin is busy ({running} calls running, {queued} waiting); try again later"
+            ),
+            CallError::Setup(e) => write!(f, "the call could not start: {e}"),
         }
     }
 }
@@ -125,6 +149,7 @@ impl Plugin {
         name: &str,
         wasm: &[u8],
         limits: Limits,
+        grants: Grants,
     ) -> Result<Self> {
         let component = Component::new(engine, wasm)
             .map_err(anyhow::Error::from)
@@ -133,7 +158,7 @@ impl Plugin {
             tracing::warn!(plugin = name, "ignoring unreadable doc comments: {e:#}");
             None
         });
-        let imports = component
+        let imports: Vec<String> = component
             .component_type()
             .imports(engine)
             .map(|(name, _)| name.to_string())
@@ -144,6 +169,9 @@ impl Plugin {
             .with_context(|| {
                 format!("plugin \"{name}\" needs an import that moat does not offer")
             })?;
+        for note in crate::grants::ungranted(&imports, &grants) {
+            tracing::info!(plugin = name, "{note}");
+        }
         let (tools, skipped) = discover_tools(engine, &component, name, docs.as_ref());
         for (export, reason) in &skipped {
             tracing::warn!(
@@ -157,7 +185,10 @@ impl Plugin {
             tools,
             skipped,
             imports,
+            slots: Semaphore::new(limits.max_concurrent_calls),
+            queued: AtomicUsize::new(0),
             limits,
+            grants,
             pre,
         })
     }
@@ -171,12 +202,9 @@ impl Plugin {
     ) -> Result<CallToolResult, CallError> {
         let params = args_from_json(&tool.params, args).map_err(CallError::InvalidArguments)?;
         let limits = &self.limits;
-        let (state, output) = HostState::new(
-            self.name.clone(),
-            limits.max_memory_bytes,
-            limits.max_output_bytes,
-            events,
-        );
+        let _slot = self.take_slot().await?;
+        let (state, output) = HostState::new(self.name.clone(), &self.grants, limits, events)
+            .map_err(|e| CallError::Setup(format!("{e:#}")))?;
         let mut store = Store::new(self.pre.engine(), state);
         store.limiter(|state| state.limits());
         let deadline = Instant::now() + limits.deadline;
@@ -226,6 +254,30 @@ impl Plugin {
                 message: trap_message(&e),
                 stderr: last_lines(&stderr, 10),
             }),
+        }
+    }
+}
+
+impl Plugin {
+    /// Waits for one of the plugin's call slots, in a bounded queue: when the queue is full, or the
+    /// wait outlasts the call's deadline, the call fails instead of piling up.
+    async fn take_slot(&self) -> Result<SemaphorePermit<'_>, CallError> {
+        if let Ok(permit) = self.slots.try_acquire() {
+            return Ok(permit);
+        }
+        let busy = || CallError::Busy {
+            running: self.limits.max_concurrent_calls,
+            queued: self.queued.load(Ordering::Relaxed),
+        };
+        if self.queued.fetch_add(1, Ordering::AcqRel) >= self.limits.max_queued_calls {
+            self.queued.fetch_sub(1, Ordering::AcqRel);
+            return Err(busy());
+        }
+        let permit = tokio::time::timeout(self.limits.deadline, self.slots.acquire()).await;
+        self.queued.fetch_sub(1, Ordering::AcqRel);
+        match permit {
+            Ok(Ok(permit)) => Ok(permit),
+            _ => Err(busy()),
         }
     }
 }

@@ -8,6 +8,7 @@ use anyhow::Result;
 use wasmtime::Engine;
 use wasmtime::component::Linker;
 
+use crate::grants::Grants;
 use crate::host;
 use crate::plugin::{Limits, Plugin, Tool, read_wasm};
 
@@ -17,6 +18,7 @@ pub struct PluginSource {
     pub name: String,
     pub path: PathBuf,
     pub limits: Limits,
+    pub grants: Grants,
 }
 
 /// The engine, the linker every plugin shares, and the plugins loaded on them.
@@ -47,7 +49,14 @@ impl Registry {
                     let linker = &linker;
                     scope.spawn(move || {
                         let wasm = read_wasm(&source.path)?;
-                        Plugin::load(engine, linker, &source.name, &wasm, source.limits.clone())
+                        Plugin::load(
+                            engine,
+                            linker,
+                            &source.name,
+                            &wasm,
+                            source.limits.clone(),
+                            source.grants.clone(),
+                        )
                     })
                 })
                 .collect();

@@ -315,8 +315,9 @@ fn integer(value: &Value) -> Option<i128> {
         return Some(u.into());
     }
     let f = n.as_f64()?;
-    // Beyond 2^53 a double has lost digits: refuse to guess which integer was meant.
-    (f.fract() == 0.0 && f.abs() <= 9_007_199_254_740_992.0).then_some(f as i128)
+    // From 2^53 on a double has lost digits (`9007199254740993.0` reads as 2^53): refuse to guess
+    // which integer was meant.
+    (f.fract() == 0.0 && f.abs() < 9_007_199_254_740_992.0).then_some(f as i128)
 }
 
 fn reject_unknown_keys(

@@ -29,6 +29,7 @@ pub fn load_with(name: &str, path: &str, limits: Limits) -> Arc<Plugin> {
         name: name.into(),
         path: path.into(),
         limits,
+        grants: Default::default(),
     };
     let (registry, errors) = Registry::load(engine(), &[source]).expect("a linker");
     if let Some(error) = errors.into_iter().next() {

@@ -1,0 +1,135 @@
+//! The cost of one tool call, measured in-process, against wasmtime's own floor, side by side.
+//!
+//! * **moat**: `Plugin::call` on `echo_echo`: JSON arguments checked and converted, a fresh
+//!   instance with its limits (deadline, memory cap, output capture), the call, the result
+//!   rendered as MCP content.
+//! * **floor**: the same component on the same engine, called the leanest way wasmtime allows:
+//!   a store holding only an empty WASI context, `InstancePre::instantiate_async`, the call; no
+//!   limits, no output capture, no conversion.
+//!
+//! Run with `./dev bench` (or `cargo bench -p moat-tests --bench call`); `MOAT_BENCH_CALLS` sets
+//! the number of calls per measurement (default 20000).
+
+use std::time::{Duration, Instant};
+
+use moat_tests::{engine, load, plugins};
+use serde_json::json;
+use wasmtime::Store;
+use wasmtime::component::{Component, Linker, ResourceTable, Val};
+use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+
+/// The least a WASI 0.2 component needs in its store.
+struct Bare {
+    ctx: WasiCtx,
+    table: ResourceTable,
+}
+
+impl WasiView for Bare {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.ctx,
+            table: &mut self.table,
+        }
+    }
+}
+
+fn main() {
+    let calls: usize = std::env::var("MOAT_BENCH_CALLS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(20_000);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+
+    let plugin = load("echo", plugins::ECHO);
+    let tool = plugin.tools.iter().find(|t| t.name == "echo_echo").unwrap();
+    let args = json!({"message": "hello, moat"});
+    let args = args.as_object().unwrap();
+
+    let component = Component::from_file(engine(), plugins::ECHO).unwrap();
+    let mut linker = Linker::new(engine());
+    wasmtime_wasi::p2::add_to_linker_async(&mut linker).unwrap();
+    let pre = linker.instantiate_pre(&component).unwrap();
+    let index = component.get_export_index(None, "echo").unwrap();
+
+    let floor = || async {
+        let bare = Bare {
+            ctx: WasiCtx::builder().build(),
+            table: ResourceTable::new(),
+        };
+        let mut store = Store::new(engine(), bare);
+        store.set_epoch_deadline(u64::MAX);
+        let instance = pre.instantiate_async(&mut store).await.unwrap();
+        let func = instance.get_func(&mut store, index).unwrap();
+        let mut results = [Val::Bool(false)];
+        func.call_async(&mut store, &[Val::String("hello, moat".into())], &mut results)
+            .await
+            .unwrap();
+    };
+    let moat = || async {
+        plugin.call(tool, Some(args), None).await.unwrap();
+    };
+
+    runtime.block_on(async {
+        // Warm up both paths: page in the pool's slots and the code.
+        for _ in 0..calls / 10 {
+            floor().await;
+            moat().await;
+        }
+        let mut floor_times = Vec::with_capacity(calls);
+        let mut moat_times = Vec::with_capacity(calls);
+        // Interleaved, so drift on a shared machine hits both alike.
+        for _ in 0..calls {
+            let start = Instant::now();
+            floor().await;
+            floor_times.push(start.elapsed());
+            let start = Instant::now();
+            moat().await;
+            moat_times.push(start.elapsed());
+        }
+        let floor = Stats::of(floor_times);
+        let moat = Stats::of(moat_times);
+        println!("| echo, {calls} calls | p50 | p99 | mean |");
+        println!("|---|---|---|---|");
+        println!("| wasmtime floor | {} |", floor.row());
+        println!("| moat `Plugin::call` | {} |", moat.row());
+        println!(
+            "| ratio moat / floor | {:.2}× | {:.2}× | {:.2}× |",
+            ratio(moat.p50, floor.p50),
+            ratio(moat.p99, floor.p99),
+            ratio(moat.mean, floor.mean)
+        );
+    });
+}
+
+struct Stats {
+    p50: Duration,
+    p99: Duration,
+    mean: Duration,
+}
+
+impl Stats {
+    fn of(mut times: Vec<Duration>) -> Self {
+        times.sort();
+        let at = |q: f64| times[((times.len() - 1) as f64 * q) as usize];
+        Self {
+            p50: at(0.50),
+            p99: at(0.99),
+            mean: times.iter().sum::<Duration>() / times.len() as u32,
+        }
+    }
+
+    fn row(&self) -> String {
+        format!("{:.1} µs | {:.1} µs | {:.1} µs", micros(self.p50), micros(self.p99), micros(self.mean))
+    }
+}
+
+fn micros(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e6
+}
+
+fn ratio(a: Duration, b: Duration) -> f64 {
+    a.as_secs_f64() / b.as_secs_f64()
+}
