@@ -6,6 +6,7 @@
 //! deadline_ms = 5000           # optional limits; see `Limits` for the defaults
 //! max_memory_mb = 64
 //! max_output_kb = 64
+//! max_result_kb = 4096
 //! max_concurrent_calls = 4
 //! max_queued_calls = 16
 //! files = [{ host = "./notes", guest = "/notes", mode = "rw" }]  # nothing unless listed
@@ -40,6 +41,7 @@ struct PluginEntry {
     deadline_ms: Option<u64>,
     max_memory_mb: Option<usize>,
     max_output_kb: Option<usize>,
+    max_result_kb: Option<usize>,
     max_concurrent_calls: Option<usize>,
     max_queued_calls: Option<usize>,
     #[serde(default)]
@@ -100,6 +102,9 @@ fn parse(
                 max_output_bytes: entry
                     .max_output_kb
                     .map_or(defaults.max_output_bytes, |kb| kb << 10),
+                max_result_bytes: entry
+                    .max_result_kb
+                    .map_or(defaults.max_result_bytes, |kb| kb << 10),
                 max_concurrent_calls: entry
                     .max_concurrent_calls
                     .unwrap_or(defaults.max_concurrent_calls),

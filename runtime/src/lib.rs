@@ -9,6 +9,7 @@
 //! discover, call) → [`values`] (arguments checked and converted) → [`host`] (what the guest
 //! may touch) → [`output`] (the result as MCP content) → [`server`] (MCP over any transport).
 
+pub mod cache;
 pub mod config;
 pub mod docs;
 pub mod engine;

@@ -9,6 +9,7 @@ use clap::{Parser, Subcommand};
 use rmcp::ServiceExt;
 use serde_json::{Value, json};
 
+use moat::cache::Cache;
 use moat::config;
 use moat::plugin::Plugin;
 use moat::registry::{PluginSource, Registry};
@@ -39,6 +40,11 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Manage the cache of compiled plugins (`MOAT_CACHE_DIR`, else `~/.cache/moat`).
+    Cache {
+        #[command(subcommand)]
+        action: CacheAction,
+    },
     /// Call one tool once and print the MCP result as JSON.
     Call {
         plugin: PathBuf,
@@ -48,6 +54,12 @@ enum Command {
         #[arg(default_value = "{}")]
         arguments: String,
     },
+}
+
+#[derive(Subcommand)]
+enum CacheAction {
+    /// Delete every compiled plugin in the cache.
+    Clear,
 }
 
 fn main() -> ExitCode {
@@ -77,6 +89,14 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             tool,
             arguments,
         } => call(plugin, tool, arguments).await,
+        Command::Cache {
+            action: CacheAction::Clear,
+        } => {
+            let dir = Cache::default_dir().context("no cache folder: set MOAT_CACHE_DIR")?;
+            let removed = Cache::clear(&dir)?;
+            eprintln!("moat: removed {removed} files from {}", dir.display());
+            Ok(ExitCode::SUCCESS)
+        }
     }
 }
 
@@ -93,7 +113,8 @@ async fn serve(paths: Vec<PathBuf>, config_path: Option<PathBuf>) -> Result<Exit
         );
     }
     let engine = moat::engine::new_engine()?;
-    let (registry, errors) = Registry::load(&engine, &sources)?;
+    let cache = open_cache();
+    let (registry, errors) = Registry::load_cached(&engine, &sources, cache.as_ref())?;
     for error in &errors {
         tracing::error!(plugin = error.plugin, "not loaded: {:#}", error.error);
     }
@@ -110,12 +131,21 @@ async fn serve(paths: Vec<PathBuf>, config_path: Option<PathBuf>) -> Result<Exit
     Ok(ExitCode::SUCCESS)
 }
 
+/// The compiled-plugin cache, or none (with a warning) when it cannot be used.
+fn open_cache() -> Option<Cache> {
+    let dir = Cache::default_dir()?;
+    Cache::open(&dir)
+        .inspect_err(|e| tracing::warn!("compiling without a cache: {e:#}"))
+        .ok()
+}
+
 /// Loads one plugin file for `inspect` and `call`.
 fn load_one(path: PathBuf) -> Result<Arc<Plugin>> {
     let engine = moat::engine::new_engine()?;
     let mut sources = config::sources_from_paths(&[path])?;
     let source: PluginSource = sources.pop().context("no plugin found")?;
-    let (registry, mut errors) = Registry::load(&engine, &[source])?;
+    let cache = open_cache();
+    let (registry, mut errors) = Registry::load_cached(&engine, &[source], cache.as_ref())?;
     if let Some(error) = errors.pop() {
         return Err(error.error);
     }
@@ -152,37 +182,45 @@ fn inspect(path: PathBuf, as_json: bool) -> Result<ExitCode> {
             "tools": tools,
             "skipped": skipped,
         });
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        print_out(&serde_json::to_string_pretty(&report)?);
         return Ok(ExitCode::SUCCESS);
     }
-    println!("plugin {}", plugin.name);
-    if let Some(summary) = &plugin.summary {
-        println!("  {}", summary.trim().replace('\n', "\n  "));
+    let mut out = String::new();
+    macro_rules! line {
+        ($($arg:tt)*) => {{
+            out.push_str(&format!($($arg)*));
+            out.push('\n');
+        }};
     }
-    println!("\nimports:");
+    line!("plugin {}", plugin.name);
+    if let Some(summary) = &plugin.summary {
+        line!("  {}", summary.trim().replace('\n', "\n  "));
+    }
+    line!("\nimports:");
     if plugin.imports.is_empty() {
-        println!("  (none)");
+        line!("  (none)");
     }
     for import in &plugin.imports {
-        println!("  {import}");
+        line!("  {import}");
     }
     for note in &ungranted {
-        println!("  note: {note}");
+        line!("  note: {note}");
     }
-    println!("\ntools:");
+    line!("\ntools:");
     for tool in &plugin.tools {
-        println!("  {}  ({})", tool.name, tool.export);
-        println!("    {}", tool.description.replace('\n', "\n    "));
+        line!("  {}  ({})", tool.name, tool.export);
+        line!("    {}", tool.description.replace('\n', "\n    "));
         let input = serde_json::to_string_pretty(&*tool.input_schema)?;
-        println!("    input schema: {}", input.replace('\n', "\n    "));
+        line!("    input schema: {}", input.replace('\n', "\n    "));
         if let Some(output) = &tool.output_schema {
             let output = serde_json::to_string_pretty(&**output)?;
-            println!("    output schema: {}", output.replace('\n', "\n    "));
+            line!("    output schema: {}", output.replace('\n', "\n    "));
         }
     }
     for (export, reason) in &plugin.skipped {
-        println!("  (not a tool: {export}: {reason})");
+        line!("  (not a tool: {export}: {reason})");
     }
+    print_out(out.trim_end());
     Ok(ExitCode::SUCCESS)
 }
 
@@ -211,10 +249,16 @@ async fn call(path: PathBuf, tool_name: String, arguments: String) -> Result<Exi
             return Ok(ExitCode::from(1));
         }
     };
-    println!("{}", serde_json::to_string_pretty(&result)?);
+    print_out(&serde_json::to_string_pretty(&result)?);
     Ok(if result.is_error == Some(true) {
         ExitCode::from(1)
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// Prints a command's output; a reader that went away (`moat inspect … | head`) is not an error.
+fn print_out(text: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stdout().lock(), "{text}");
 }

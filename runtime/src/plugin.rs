@@ -16,6 +16,7 @@ use wasmtime::component::types::{ComponentFunc, ComponentItem};
 use wasmtime::component::{Component, ComponentExportIndex, InstancePre, Linker, Type, Val};
 use wasmtime::{Engine, Store, UpdateDeadline};
 
+use crate::cache::Cache;
 use crate::docs::{FunctionDocs, PluginDocs};
 use crate::grants::Grants;
 use crate::host::{EventSink, HostState};
@@ -35,6 +36,8 @@ pub struct Limits {
     pub max_memory_bytes: usize,
     /// The most the guest may write to stdout, and again to stderr.
     pub max_output_bytes: usize,
+    /// The largest result a call may return, counted as the bytes of its strings and lists.
+    pub max_result_bytes: usize,
     /// Calls of this plugin that may run at once.
     pub max_concurrent_calls: usize,
     /// Calls that may wait for a free slot; one more fails at once.
@@ -47,6 +50,7 @@ impl Default for Limits {
             deadline: Duration::from_secs(30),
             max_memory_bytes: 256 << 20,
             max_output_bytes: 64 << 10,
+            max_result_bytes: 4 << 20,
             max_concurrent_calls: 16,
             max_queued_calls: 64,
         }
@@ -150,10 +154,13 @@ impl Plugin {
         wasm: &[u8],
         limits: Limits,
         grants: Grants,
+        cache: Option<&Cache>,
     ) -> Result<Self> {
-        let component = Component::new(engine, wasm)
-            .map_err(anyhow::Error::from)
-            .with_context(|| format!("plugin \"{name}\" is not a valid WebAssembly component"))?;
+        let component = match cache {
+            Some(cache) => cache.component(engine, wasm),
+            None => Component::new(engine, wasm).map_err(anyhow::Error::from),
+        }
+        .with_context(|| format!("plugin \"{name}\" is not a valid WebAssembly component"))?;
         let docs = PluginDocs::from_component(wasm).unwrap_or_else(|e| {
             tracing::warn!(plugin = name, "ignoring unreadable doc comments: {e:#}");
             None
@@ -243,10 +250,18 @@ impl Plugin {
             }
         }
         match outcome {
-            Ok(results) => tool
-                .returns
-                .render(results.first())
-                .map_err(CallError::BadResult),
+            Ok(results) => {
+                let size: usize = results.iter().map(value_size).sum();
+                if size > limits.max_result_bytes {
+                    return Err(CallError::BadResult(format!(
+                        "it is {size} bytes, more than the {} allowed",
+                        limits.max_result_bytes
+                    )));
+                }
+                tool.returns
+                    .render(results.first())
+                    .map_err(CallError::BadResult)
+            }
             Err(e) if e.downcast_ref::<DeadlineExceeded>().is_some() => {
                 Err(CallError::DeadlineExceeded(limits.deadline))
             }
@@ -425,6 +440,31 @@ pub fn sanitize(part: &str) -> String {
     part.chars()
         .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
         .collect()
+}
+
+/// Roughly how many bytes a value takes once it is JSON: enough to refuse a giant result before
+/// it is copied again.
+fn value_size(val: &Val) -> usize {
+    match val {
+        Val::String(s) => s.len() + 2,
+        Val::List(items) | Val::Tuple(items) | Val::FixedLengthList(items) => {
+            items.iter().map(value_size).sum::<usize>() + items.len() + 2
+        }
+        Val::Record(fields) => fields
+            .iter()
+            .map(|(name, v)| name.len() + 4 + value_size(v))
+            .sum(),
+        Val::Map(entries) => entries
+            .iter()
+            .map(|(k, v)| value_size(k) + value_size(v) + 2)
+            .sum(),
+        Val::Variant(name, payload) => name.len() + 20 + payload.as_deref().map_or(0, value_size),
+        Val::Option(inner) => inner.as_deref().map_or(4, value_size),
+        Val::Result(Ok(inner) | Err(inner)) => 8 + inner.as_deref().map_or(4, value_size),
+        Val::Flags(names) => names.iter().map(|n| n.len() + 3).sum(),
+        Val::Enum(name) => name.len() + 2,
+        _ => 8,
+    }
 }
 
 /// A trap's cause, without wasmtime's backtrace noise.

@@ -8,6 +8,7 @@ use anyhow::Result;
 use wasmtime::Engine;
 use wasmtime::component::Linker;
 
+use crate::cache::Cache;
 use crate::grants::Grants;
 use crate::host;
 use crate::plugin::{Limits, Plugin, Tool, read_wasm};
@@ -40,6 +41,15 @@ impl Registry {
     /// Loads every source, compiling them side by side. A plugin that fails is reported in the
     /// returned errors and left out; the others load all the same.
     pub fn load(engine: &Engine, sources: &[PluginSource]) -> Result<(Self, Vec<LoadError>)> {
+        Self::load_cached(engine, sources, None)
+    }
+
+    /// [`Registry::load`], taking compiled plugins from `cache` when it has them.
+    pub fn load_cached(
+        engine: &Engine,
+        sources: &[PluginSource],
+        cache: Option<&Cache>,
+    ) -> Result<(Self, Vec<LoadError>)> {
         let mut linker = Linker::new(engine);
         host::add_to_linker(&mut linker)?;
         let results: Vec<Result<Plugin>> = std::thread::scope(|scope| {
@@ -56,6 +66,7 @@ impl Registry {
                             &wasm,
                             source.limits.clone(),
                             source.grants.clone(),
+                            cache,
                         )
                     })
                 })

@@ -1,0 +1,207 @@
+//! Compiled components on disk, so that a restart does not compile every plugin again.
+//!
+//! An entry is keyed by the component's sha256 and the engine's compatibility hash (wasmtime
+//! version, target, settings), so a changed plugin or engine simply misses. Loading a compiled
+//! artifact skips wasmtime's validation, so moat only ever loads what it wrote itself: every entry
+//! ends with an HMAC-SHA256 tag under a key that only this cache folder's owner can read, and an
+//! entry without a valid tag is ignored (and overwritten) rather than loaded.
+
+use std::fs;
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::io::Write;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+use hmac::{Hmac, KeyInit, Mac};
+use sha2::{Digest, Sha256};
+use wasmtime::Engine;
+use wasmtime::component::Component;
+
+type Tag = Hmac<Sha256>;
+const TAG_LEN: usize = 32;
+
+/// A cache folder and the key that signs its entries.
+pub struct Cache {
+    dir: PathBuf,
+    key: [u8; 32],
+}
+
+impl Cache {
+    /// The folder named by `MOAT_CACHE_DIR`, else `$XDG_CACHE_HOME/moat`, else `~/.cache/moat`.
+    pub fn default_dir() -> Option<PathBuf> {
+        if let Some(dir) = std::env::var_os("MOAT_CACHE_DIR") {
+            return Some(dir.into());
+        }
+        let base = std::env::var_os("XDG_CACHE_HOME")
+            .map(PathBuf::from)
+            .or_else(|| std::env::var_os("HOME").map(|home| Path::new(&home).join(".cache")))?;
+        Some(base.join("moat"))
+    }
+
+    /// Opens (creating it if need be) a cache folder that only the current user can write.
+    pub fn open(dir: &Path) -> Result<Self> {
+        fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .with_context(|| format!("creating the cache folder {}", dir.display()))?;
+        check_private(dir)?;
+        let key_path = dir.join("key");
+        let key = match fs::read(&key_path) {
+            Ok(key) => {
+                check_private(&key_path)?;
+                key.try_into().map_err(|_| {
+                    anyhow::anyhow!("{} is not a moat cache key", key_path.display())
+                })?
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                let mut key = [0u8; 32];
+                getrandom::fill(&mut key).map_err(|e| anyhow::anyhow!("no randomness: {e}"))?;
+                write_private(&key_path, &key)?;
+                key
+            }
+            Err(e) => return Err(e).with_context(|| format!("reading {}", key_path.display())),
+        };
+        Ok(Self {
+            dir: dir.to_path_buf(),
+            key,
+        })
+    }
+
+    /// The compiled component for `wasm`: from the cache when a valid entry is there, otherwise
+    /// compiled now and stored. A cache that cannot be written costs only the next start.
+    pub fn component(&self, engine: &Engine, wasm: &[u8]) -> Result<Component> {
+        let path = self.entry_path(engine, wasm);
+        if let Some(artifact) = self.read_entry(&path) {
+            // SAFETY: the tag proves this process's user wrote these bytes with `serialize` for
+            // this very engine configuration (the key and the engine hash are in the path and tag).
+            match unsafe { Component::deserialize(engine, artifact) } {
+                Ok(component) => return Ok(component),
+                Err(e) => tracing::warn!("ignoring cache entry {}: {e}", path.display()),
+            }
+        }
+        let component = Component::new(engine, wasm).map_err(anyhow::Error::from)?;
+        match component.serialize() {
+            Ok(artifact) => {
+                if let Err(e) = self.write_entry(&path, &artifact) {
+                    tracing::warn!("could not cache a compiled plugin: {e:#}");
+                }
+            }
+            Err(e) => tracing::warn!("could not serialize a compiled plugin: {e}"),
+        }
+        Ok(component)
+    }
+
+    /// Removes every entry (and the key).
+    pub fn clear(dir: &Path) -> Result<usize> {
+        let mut removed = 0;
+        let entries = match fs::read_dir(dir) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
+            Err(e) => return Err(e).with_context(|| format!("reading {}", dir.display())),
+        };
+        for entry in entries {
+            let path = entry?.path();
+            let ours = path.extension().is_some_and(|e| e == "cwasm")
+                || path.file_name().is_some_and(|n| n == "key");
+            if ours {
+                fs::remove_file(&path).with_context(|| format!("removing {}", path.display()))?;
+                removed += 1;
+            }
+        }
+        Ok(removed)
+    }
+
+    fn entry_path(&self, engine: &Engine, wasm: &[u8]) -> PathBuf {
+        let mut hasher = DefaultHasher::new();
+        engine.precompile_compatibility_hash().hash(&mut hasher);
+        env!("CARGO_PKG_VERSION").hash(&mut hasher);
+        let digest = Sha256::digest(wasm);
+        self.dir
+            .join(format!("{}-{:016x}.cwasm", hex(&digest), hasher.finish()))
+    }
+
+    /// The artifact of a valid entry; `None` for a missing, foreign or damaged one.
+    fn read_entry(&self, path: &Path) -> Option<Vec<u8>> {
+        let mut bytes = fs::read(path).ok()?;
+        if check_private(path).is_err() || bytes.len() < TAG_LEN {
+            tracing::warn!(
+                "ignoring cache entry {}: not written by moat",
+                path.display()
+            );
+            return None;
+        }
+        let tag = bytes.split_off(bytes.len() - TAG_LEN);
+        let mut mac = self.mac(path);
+        mac.update(&bytes);
+        if mac.verify_slice(&tag).is_err() {
+            tracing::warn!(
+                "ignoring cache entry {}: its tag does not match",
+                path.display()
+            );
+            return None;
+        }
+        Some(bytes)
+    }
+
+    fn write_entry(&self, path: &Path, artifact: &[u8]) -> Result<()> {
+        let mut mac = self.mac(path);
+        mac.update(artifact);
+        let tag = mac.finalize().into_bytes();
+        // Write then rename, so a reader never sees half an entry.
+        let temp = path.with_extension(format!("tmp{}", std::process::id()));
+        let mut file = fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&temp)?;
+        file.write_all(artifact)?;
+        file.write_all(&tag)?;
+        file.sync_all()?;
+        fs::rename(&temp, path)?;
+        Ok(())
+    }
+
+    /// The tag also covers the entry's name, so an entry cannot pass for another component's.
+    fn mac(&self, path: &Path) -> Tag {
+        let mut mac = Tag::new_from_slice(&self.key).expect("any key length");
+        mac.update(path.file_name().unwrap_or_default().as_encoded_bytes());
+        mac
+    }
+}
+
+/// Refuses a file or folder that someone else owns or could write.
+fn check_private(path: &Path) -> Result<()> {
+    let meta = fs::metadata(path).with_context(|| format!("reading {}", path.display()))?;
+    // SAFETY: geteuid has no preconditions.
+    let uid = unsafe { libc_geteuid() };
+    if meta.uid() != uid || meta.permissions().mode() & 0o022 != 0 {
+        bail!(
+            "{} must belong to the current user and be writable by nobody else",
+            path.display()
+        );
+    }
+    Ok(())
+}
+
+unsafe extern "C" {
+    #[link_name = "geteuid"]
+    fn libc_geteuid() -> u32;
+}
+
+fn write_private(path: &Path, bytes: &[u8]) -> Result<()> {
+    let mut file = fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+        .with_context(|| format!("creating {}", path.display()))?;
+    file.write_all(bytes)?;
+    Ok(())
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
