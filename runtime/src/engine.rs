@@ -39,6 +39,7 @@ pub fn new_engine() -> Result<Engine> {
         .allocation_strategy(InstanceAllocationStrategy::Pooling(pool))
         .memory_init_cow(true)
         .epoch_interruption(true)
+        .wasm_component_model_map(true)
         // Plugins are WASI 0.2 components: no component-model async, which keeps calls cheaper.
         .concurrency_support(false)
         .parallel_compilation(true);

@@ -7,7 +7,7 @@
 //! The data path, module by module:
 //! [`config`] (what to load) → [`registry`] (plugins and tool names) → [`plugin`] (compile,
 //! discover, call) → [`values`] (arguments checked and converted) → [`host`] (what the guest
-//! may touch) → [`output`] (the result as MCP content) → [`server`] (MCP over any transport).
+//! may touch) → [`output`] (the result as MCP content) → [`server`] (MCP over stdio, or [`http`]).
 
 pub mod cache;
 pub mod config;
@@ -15,6 +15,7 @@ pub mod docs;
 pub mod engine;
 pub mod grants;
 pub mod host;
+pub mod http;
 pub mod output;
 pub mod plugin;
 pub mod registry;

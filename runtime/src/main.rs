@@ -25,13 +25,16 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Serve plugins as MCP tools over stdio (logs go to stderr).
+    /// Serve plugins as MCP tools over stdio, or Streamable HTTP (logs go to stderr).
     Serve {
         /// Plugin files, or folders whose every `.wasm` file is a plugin.
         plugins: Vec<PathBuf>,
         /// A moat.toml naming plugins and their limits.
         #[arg(long)]
         config: Option<PathBuf>,
+        /// Serve Streamable HTTP at http://ADDRESS/mcp instead of stdio, e.g. 127.0.0.1:8080.
+        #[arg(long, value_name = "ADDRESS")]
+        http: Option<std::net::SocketAddr>,
     },
     /// Show a plugin's tools, their schemas and descriptions, and what it imports.
     Inspect {
@@ -65,6 +68,7 @@ enum CacheAction {
 fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("MOAT_LOG")
                 .unwrap_or_else(|_| "info".into()),
@@ -82,7 +86,11 @@ fn main() -> ExitCode {
 
 async fn run(cli: Cli) -> Result<ExitCode> {
     match cli.command {
-        Command::Serve { plugins, config } => serve(plugins, config).await,
+        Command::Serve {
+            plugins,
+            config,
+            http,
+        } => serve(plugins, config, http).await,
         Command::Inspect { plugin, json } => inspect(plugin, json),
         Command::Call {
             plugin,
@@ -100,7 +108,11 @@ async fn run(cli: Cli) -> Result<ExitCode> {
     }
 }
 
-async fn serve(paths: Vec<PathBuf>, config_path: Option<PathBuf>) -> Result<ExitCode> {
+async fn serve(
+    paths: Vec<PathBuf>,
+    config_path: Option<PathBuf>,
+    http: Option<std::net::SocketAddr>,
+) -> Result<ExitCode> {
     let mut sources = config::sources_from_paths(&paths)?;
     if let Some(path) = config_path {
         sources.extend(config::read(&path)?);
@@ -121,9 +133,21 @@ async fn serve(paths: Vec<PathBuf>, config_path: Option<PathBuf>) -> Result<Exit
     tracing::info!(
         plugins = registry.plugins().len(),
         tools = registry.tools().count(),
-        "serving MCP on stdio"
+        "plugins loaded"
     );
-    let service = MoatServer::new(Arc::new(registry))
+    let registry = Arc::new(registry);
+    if let Some(addr) = http {
+        let shutdown = tokio_util::sync::CancellationToken::new();
+        let on_signal = shutdown.clone();
+        tokio::spawn(async move {
+            let _ = tokio::signal::ctrl_c().await;
+            on_signal.cancel();
+        });
+        moat::http::serve(registry, addr, shutdown).await?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    tracing::info!("serving MCP on stdio");
+    let service = MoatServer::new(registry)
         .serve(rmcp::transport::stdio())
         .await
         .context("starting the MCP session")?;
