@@ -40,7 +40,11 @@ pub enum GuestEvent {
 }
 
 /// Where a call's [`GuestEvent`]s go; `None` when nobody listens.
-pub type EventSink = Option<mpsc::UnboundedSender<GuestEvent>>;
+pub type EventSink = Option<mpsc::Sender<GuestEvent>>;
+
+/// Events a call may have waiting for the client; past that, new ones are dropped, so a guest
+/// that reports faster than the client reads cannot make moat's memory grow.
+pub const MAX_PENDING_EVENTS: usize = 256;
 
 /// The store data of one call.
 pub struct HostState {
@@ -94,8 +98,8 @@ impl HostState {
 
     fn emit(&self, event: GuestEvent) {
         if let Some(events) = &self.events {
-            // The receiver is gone only once the call is over; nothing is left to tell.
-            let _ = events.send(event);
+            // Full: the client is behind, and this report is dropped. Closed: nobody listens.
+            let _ = events.try_send(event);
         }
     }
 }

@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 
 use moat::cache::Cache;
 use moat::config;
-use moat::plugin::Plugin;
+use moat::plugin::{Plugin, sanitize};
 use moat::registry::{PluginSource, Registry};
 use moat::server::MoatServer;
 
@@ -258,7 +258,10 @@ async fn call(path: PathBuf, tool_name: String, arguments: String) -> Result<Exi
     let tool = plugin
         .tools
         .iter()
-        .find(|t| t.name == tool_name || t.export.rsplit('#').next() == Some(tool_name.as_str()))
+        .find(|t| {
+            let function = t.export.rsplit('#').next().unwrap_or_default();
+            t.name == tool_name || function == tool_name || sanitize(function) == tool_name
+        })
         .with_context(|| {
             let names: Vec<&str> = plugin.tools.iter().map(|t| t.name.as_str()).collect();
             format!(

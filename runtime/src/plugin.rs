@@ -27,6 +27,13 @@ use crate::values::{ArgError, args_from_json};
 /// The longest tool name many MCP hosts accept.
 pub const MAX_TOOL_NAME: usize = 64;
 
+/// Host bytes a call may receive from its guest per byte of `max_result_bytes`: room for the
+/// host's own representation of lists (a `Val` per element) while keeping the bound tight.
+const HOSTCALL_FUEL_PER_RESULT_BYTE: usize = 8;
+
+/// Resource handles (open files, streams…) one call may hold at once.
+pub const MAX_HANDLES_PER_CALL: usize = 256;
+
 /// How much one call may use.
 #[derive(Clone, Debug)]
 pub struct Limits {
@@ -214,6 +221,16 @@ impl Plugin {
             .map_err(|e| CallError::Setup(format!("{e:#}")))?;
         let mut store = Store::new(self.pre.engine(), state);
         store.limiter(|state| state.limits());
+        // What the guest hands the host in one go (its result included) grows host memory, at
+        // tens of bytes per list element: bound it near the result limit, not wasmtime's 128 MiB.
+        store.set_hostcall_fuel(
+            limits
+                .max_result_bytes
+                .saturating_mul(HOSTCALL_FUEL_PER_RESULT_BYTE),
+        );
+        // Every open file is a host file descriptor: cap the handles one call may hold, so a
+        // guest cannot exhaust the process's descriptors for everyone else.
+        store.set_max_component_handles(MAX_HANDLES_PER_CALL);
         let deadline = Instant::now() + limits.deadline;
         store.set_epoch_deadline(1);
         store.epoch_deadline_callback(move |_| {
@@ -225,16 +242,20 @@ impl Plugin {
             }
         });
 
-        let outcome: wasmtime::Result<Vec<Val>> = async {
+        let run = async {
             let instance = self.pre.instantiate_async(&mut store).await?;
             let func = instance
                 .get_func(&mut store, tool.index)
                 .expect("the export was found in the component's type");
             let mut results = vec![Val::Bool(false); func.ty(&store).results().len()];
             func.call_async(&mut store, &params, &mut results).await?;
-            Ok(results)
-        }
-        .await;
+            wasmtime::Result::<_>::Ok(results)
+        };
+        // The epoch stops a guest that computes; this timer stops one blocked in the host (a
+        // sleep, a slow read) at the same deadline.
+        let outcome = tokio::time::timeout_at(deadline.into(), run)
+            .await
+            .unwrap_or_else(|_| Err(DeadlineExceeded.into()));
         drop(store);
 
         let stdout = String::from_utf8_lossy(&output.stdout.contents()).into_owned();
@@ -254,7 +275,7 @@ impl Plugin {
                 let size: usize = results.iter().map(value_size).sum();
                 if size > limits.max_result_bytes {
                     return Err(CallError::BadResult(format!(
-                        "it is {size} bytes, more than the {} allowed",
+                        "it is {size} bytes, more than the {} bytes allowed",
                         limits.max_result_bytes
                     )));
                 }
@@ -264,6 +285,15 @@ impl Plugin {
             }
             Err(e) if e.downcast_ref::<DeadlineExceeded>().is_some() => {
                 Err(CallError::DeadlineExceeded(limits.deadline))
+            }
+            Err(e)
+                if e.chain()
+                    .any(|c| c.to_string().contains("fuel allocated for hostcalls")) =>
+            {
+                Err(CallError::BadResult(format!(
+                    "the guest handed over more than the {} bytes allowed at once",
+                    limits.max_result_bytes
+                )))
             }
             Err(e) => Err(CallError::Trap {
                 message: trap_message(&e),
@@ -472,7 +502,13 @@ fn trap_message(error: &wasmtime::Error) -> String {
     if let Some(trap) = error.downcast_ref::<wasmtime::Trap>() {
         return trap.to_string();
     }
-    let mut message = error.to_string();
+    // The outermost layer is often only the wasm backtrace; the cause (such as "forcing trap
+    // when growing memory to …") sits deeper in the chain.
+    let mut message = error
+        .chain()
+        .map(|cause| cause.to_string())
+        .find(|text| !text.starts_with("error while executing at wasm backtrace"))
+        .unwrap_or_else(|| error.to_string());
     if message.contains("maximum concurrent") {
         message.push_str(" (too many calls at once; try again)");
     }

@@ -129,7 +129,25 @@ pub fn schema(ty: &Type, docs: Option<TypeDocs<'_>>) -> Result<Value, Unsupporte
         }
         Type::Enum(enum_) => {
             let names: Vec<&str> = enum_.names().collect();
-            json!({"type": "string", "enum": names})
+            let mut schema = json!({"type": "string", "enum": names});
+            // JSON Schema has no place for one enum value's comment: list them in the description.
+            let cases: Vec<String> = names
+                .iter()
+                .filter_map(|name| {
+                    let (doc, _) = docs?.case(name);
+                    Some(format!("`{name}`: {}", doc?.trim()))
+                })
+                .collect();
+            if !cases.is_empty() {
+                let intro = docs.and_then(|d| d.description()).map(str::trim);
+                let text = intro
+                    .into_iter()
+                    .map(str::to_string)
+                    .chain(cases)
+                    .collect::<Vec<_>>();
+                schema["description"] = text.join("\n").into();
+            }
+            schema
         }
         Type::Option(option) => {
             let inner = option.ty();

@@ -16,8 +16,9 @@ use rmcp::service::{Peer, RequestContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde_json::json;
 use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
 
-use crate::host::{GuestEvent, Level};
+use crate::host::{GuestEvent, Level, MAX_PENDING_EVENTS};
 use crate::registry::Registry;
 
 /// Serves the tools of a [`Registry`] over MCP.
@@ -46,21 +47,22 @@ impl MoatServer {
         mcp
     }
 
-    /// Hands the guest's log and progress reports of one call on to the client.
+    /// Hands the guest's log and progress reports of one call on to the client. The task ends
+    /// once the call drops its sender; awaiting it puts every report before the call's answer.
     fn forward_events(
         &self,
         peer: Peer<RoleServer>,
         progress_token: Option<rmcp::model::ProgressToken>,
+        log_threshold: Option<LoggingLevel>,
         plugin: String,
-    ) -> mpsc::UnboundedSender<GuestEvent> {
-        let (sender, mut receiver) = mpsc::unbounded_channel();
-        let log_level = self.log_level.clone();
-        tokio::spawn(async move {
+    ) -> (mpsc::Sender<GuestEvent>, JoinHandle<()>) {
+        let (sender, mut receiver) = mpsc::channel(MAX_PENDING_EVENTS);
+        let forwarder = tokio::spawn(async move {
             while let Some(event) = receiver.recv().await {
                 let sent = match event {
                     GuestEvent::Log { level, message } => {
                         let level = logging_level(level);
-                        if rank(level) < rank(*log_level.lock().expect("log level lock")) {
+                        if log_threshold.is_none_or(|least| rank(level) < rank(least)) {
                             continue;
                         }
                         let mut param = LoggingMessageNotificationParam::new(level, json!(message));
@@ -86,7 +88,16 @@ impl MoatServer {
                 }
             }
         });
-        sender
+        (sender, forwarder)
+    }
+
+    /// The least severe guest log level this request wants: 2026-07-28 requests say so in their
+    /// own `_meta` (no level: no log messages); earlier clients set it per connection.
+    fn log_threshold(&self, meta: &rmcp::model::RequestMetaObject) -> Option<LoggingLevel> {
+        match meta.protocol_version() {
+            Some(_) => meta.log_level(),
+            None => Some(*self.log_level.lock().expect("log level lock")),
+        }
     }
 }
 
@@ -137,19 +148,23 @@ impl ServerHandler for MoatServer {
                 None,
             ));
         };
-        let events = self.forward_events(
+        let (events, forwarder) = self.forward_events(
             context.peer.clone(),
             context.meta.get_progress_token(),
+            self.log_threshold(&context.meta),
             plugin.name.to_string(),
         );
         let call = plugin.call(tool, request.arguments.as_ref(), Some(events));
         let outcome = tokio::select! {
             outcome = call => outcome,
             () = context.ct.cancelled() => {
+                forwarder.abort();
                 tracing::info!(tool = tool.name, "call cancelled by the client");
                 return Err(McpError::internal_error("the call was cancelled", None));
             }
         };
+        // The call is over and its sender dropped: flush what it reported before answering.
+        let _ = forwarder.await;
         Ok(match outcome {
             Ok(result) => result,
             Err(error) => {

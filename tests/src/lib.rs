@@ -77,3 +77,23 @@ pub fn text(result: &CallToolResult) -> &str {
         .unwrap_or_else(|| panic!("no text content in {result:?}"))
         .text
 }
+
+/// Loads the plugin at `path` under `name` with `limits` and `grants`.
+pub fn load_granted(
+    name: &str,
+    path: &str,
+    limits: Limits,
+    grants: moat::grants::Grants,
+) -> Arc<Plugin> {
+    let source = PluginSource {
+        name: name.into(),
+        path: path.into(),
+        limits,
+        grants,
+    };
+    let (registry, errors) = Registry::load(engine(), &[source]).expect("a linker");
+    if let Some(error) = errors.into_iter().next() {
+        panic!("loading {path}: {:#}", error.error);
+    }
+    registry.plugins()[0].clone()
+}

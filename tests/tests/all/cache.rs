@@ -58,7 +58,11 @@ fn a_tampered_entry_is_refused_and_replaced() {
 
     let component = cache.component(engine(), &wasm).unwrap();
     assert!(component.get_export_index(None, "echo").is_some());
-    assert_ne!(fs::read(&entry).unwrap(), bytes, "the entry was compiled anew");
+    assert_ne!(
+        fs::read(&entry).unwrap(),
+        bytes,
+        "the entry was compiled anew"
+    );
     fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -73,7 +77,10 @@ fn an_entry_others_could_write_is_refused() {
 
     cache.component(engine(), &wasm).unwrap();
     let mode = fs::metadata(&entry).unwrap().permissions().mode() & 0o777;
-    assert_eq!(mode, 0o600, "the refused entry was replaced by a private one");
+    assert_eq!(
+        mode, 0o600,
+        "the refused entry was replaced by a private one"
+    );
     fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -82,8 +89,13 @@ fn a_shared_cache_folder_is_refused() {
     let dir = temp_dir("shared");
     fs::create_dir_all(&dir).unwrap();
     fs::set_permissions(&dir, fs::Permissions::from_mode(0o777)).unwrap();
-    let error = Cache::open(&dir).err().expect("a world-writable folder is refused");
-    assert!(error.to_string().contains("writable by nobody else"), "{error:#}");
+    let error = Cache::open(&dir)
+        .err()
+        .expect("a world-writable folder is refused");
+    assert!(
+        error.to_string().contains("writable by nobody else"),
+        "{error:#}"
+    );
     fs::remove_dir_all(&dir).unwrap();
 }
 

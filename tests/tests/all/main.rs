@@ -1,3 +1,30 @@
 //! One test binary for everything: fewer link steps on small machines.
 
+mod cache;
+mod chatty;
 mod echo;
+mod foreign;
+mod hostile;
+mod shapes;
+mod text;
+mod time;
+
+/// Every plugin crate is used by some test (wasmtime's `assert_test_exists`, by another route):
+/// a test module names its path constant, `plugins::NAME`.
+#[test]
+fn every_plugin_has_a_test() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/all");
+    let sources: String = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|entry| std::fs::read_to_string(entry.unwrap().path()).unwrap())
+        .collect();
+    let untested: Vec<&str> = moat_tests::plugins::ALL
+        .iter()
+        .copied()
+        .filter(|name| {
+            let constant = name.to_uppercase().replace('-', "_");
+            !sources.contains(&format!("plugins::{constant}"))
+        })
+        .collect();
+    assert!(untested.is_empty(), "plugins without a test: {untested:?}");
+}

@@ -1,0 +1,798 @@
+//! The hostile-plugin suite: every folder in `tests/hostile/` is one attack, its `case.toml` says
+//! which tool of the `hostile` plugin to call, with what grants and limits, and how the attack
+//! must fail. For every case the runner checks that:
+//!
+//! * the attack fails the expected way (a tool error, a call error, a refused load, or a result
+//!   that shows nothing it should not), with the expected words in its message;
+//! * nothing secret leaks: neither the file outside the grants, nor moat's own environment, nor
+//!   anything the case lists in `not_contains`;
+//! * nothing outside the writable grants changed on disk, and no connection reached the
+//!   runner's listeners;
+//! * the same loaded plugin answers a normal call right after.
+//!
+//! A case with `known_gap = "…"` documents a hole in moat: it is reported, not run (set
+//! `MOAT_HOSTILE_RUN_GAPS=1` to run it and see whether the hole is still there).
+//! `MOAT_HOSTILE_CASE=<folder>` runs one case only; `tests/hostile/README.md` describes `case.toml`.
+//!
+//! The fixture each case runs against is a fresh temp folder:
+//!
+//! ```text
+//! inside/hello.txt          "hello from inside"
+//! inside/sub/nested.txt     "nested"
+//! spare/                    empty, for a second grant
+//! outside/secret.txt        the secret no case may read
+//! ```
+//!
+//! plus the case's `symlinks`. In arguments and symlink targets, `{root}` is that folder's
+//! canonical path, `{port}` the port of a TCP listener on 127.0.0.1 and `{port6}` one on [::1].
+
+use std::collections::BTreeMap;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use moat::grants::{FileGrant, Grants};
+use moat::plugin::{Limits, Plugin};
+use moat::registry::{PluginSource, Registry};
+use moat_tests::{engine, load_granted, plugins, try_call};
+use rmcp::model::CallToolResult;
+use serde::Deserialize;
+use serde_json::Value;
+
+/// The file outside every grant, and what it holds.
+const SECRET_FILE: &str = "outside/secret.txt";
+const SECRET: &str = "s3cret-from-outside-7f3a";
+/// A variable of moat's own environment, which no plugin may see unless granted.
+const HOST_ENV_NAME: &str = "MOAT_HOSTILE_HOST_SECRET";
+const HOST_ENV_VALUE: &str = "host-env-secret-91c2";
+/// The fewest cases the suite may hold.
+const MIN_CASES: usize = 20;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Case {
+    /// What the attack tries, in a sentence.
+    description: String,
+    /// The plugin crate that attacks: `hostile` unless the attack is in the component itself.
+    #[serde(default = "hostile")]
+    plugin: String,
+    /// The function to call (its MCP name without the `hostile_` prefix).
+    #[serde(default)]
+    tool: Option<String>,
+    #[serde(default)]
+    args: toml::Table,
+    #[serde(default)]
+    files: Vec<FileEntry>,
+    #[serde(default)]
+    env: BTreeMap<String, String>,
+    #[serde(default)]
+    symlinks: Vec<Symlink>,
+    #[serde(default)]
+    limits: CaseLimits,
+    /// Many calls at once instead of one.
+    burst: Option<Burst>,
+    expect: Expect,
+    /// Why this case documents a hole in moat rather than a defence.
+    known_gap: Option<String>,
+}
+
+fn hostile() -> String {
+    "hostile".into()
+}
+
+/// A directory grant, as `moat.toml` writes it; `host` is relative to the fixture.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileEntry {
+    host: String,
+    guest: String,
+    mode: Mode,
+}
+
+#[derive(Debug, Deserialize, PartialEq)]
+#[serde(rename_all = "lowercase")]
+enum Mode {
+    Ro,
+    Rw,
+}
+
+/// A symlink made in the fixture before the call: `link` (relative to the fixture) → `target`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Symlink {
+    link: String,
+    target: String,
+}
+
+/// Limits as `moat.toml` writes them; unset ones keep moat's defaults.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CaseLimits {
+    deadline_ms: Option<u64>,
+    max_memory_mb: Option<usize>,
+    max_output_kb: Option<usize>,
+    max_result_kb: Option<usize>,
+    max_concurrent_calls: Option<usize>,
+    max_queued_calls: Option<usize>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Burst {
+    /// How many calls to start at once.
+    calls: usize,
+    /// How many of them must succeed; every other one must fail as `expect` says.
+    succeed: usize,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Expect {
+    kind: Kind,
+    /// What the message (or, for `denied-result` and `ok`, the output) must contain: a string,
+    /// or a list of strings of which one will do.
+    #[serde(default)]
+    message: Option<Message>,
+    /// What neither the output nor the message may contain, besides the secret file and moat's
+    /// environment, which are always checked.
+    #[serde(default)]
+    not_contains: Vec<String>,
+    /// The longest the call may take, in milliseconds, from start to outcome.
+    within_ms: Option<u64>,
+    /// How much the host process's resident memory may grow during the call, guest memory
+    /// included, in MiB (measured from the peak, on Linux).
+    max_host_growth_mb: Option<u64>,
+    /// Whether the host must be able to open files all through the call (a guest must not use
+    /// up the process's file descriptors).
+    #[serde(default)]
+    host_keeps_fds: bool,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum Message {
+    One(String),
+    AnyOf(Vec<String>),
+}
+
+impl std::fmt::Display for Message {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Message::One(m) => write!(f, "{m:?}"),
+            Message::AnyOf(ms) => write!(f, "one of {ms:?}"),
+        }
+    }
+}
+
+impl Message {
+    fn found_in(&self, text: &str) -> bool {
+        match self {
+            Message::One(m) => text.contains(m.as_str()),
+            Message::AnyOf(ms) => ms.iter().any(|m| text.contains(m.as_str())),
+        }
+    }
+}
+
+#[derive(Debug, Deserialize, Clone, Copy, PartialEq)]
+#[serde(rename_all = "kebab-case")]
+enum Kind {
+    /// The tool ran and returned its `err` (the OS refused it).
+    ToolError,
+    /// `Plugin::call` failed: deadline, trap, bad result, busy…
+    CallError,
+    /// The call succeeded, and its output shows only what was granted.
+    DeniedResult,
+    /// Either of the two above: the attack must fail, no matter how.
+    AnyError,
+    /// Moat refused to load the plugin.
+    LoadError,
+    /// A control: the call must succeed (so that the denials above are not vacuous).
+    Ok,
+}
+
+impl Case {
+    fn limits(&self) -> Limits {
+        let d = Limits::default();
+        let l = &self.limits;
+        Limits {
+            deadline: l.deadline_ms.map_or(d.deadline, Duration::from_millis),
+            max_memory_bytes: l.max_memory_mb.map_or(d.max_memory_bytes, |mb| mb << 20),
+            max_output_bytes: l.max_output_kb.map_or(d.max_output_bytes, |kb| kb << 10),
+            max_result_bytes: l.max_result_kb.map_or(d.max_result_bytes, |kb| kb << 10),
+            max_concurrent_calls: l.max_concurrent_calls.unwrap_or(d.max_concurrent_calls),
+            max_queued_calls: l.max_queued_calls.unwrap_or(d.max_queued_calls),
+        }
+    }
+
+    fn grants(&self, fixture: &Fixture) -> Grants {
+        Grants {
+            files: self
+                .files
+                .iter()
+                .map(|f| FileGrant {
+                    host: fixture
+                        .root
+                        .join(&f.host)
+                        .canonicalize()
+                        .unwrap_or_else(|e| panic!("granted folder {}: {e}", f.host)),
+                    guest: f.guest.clone(),
+                    writable: f.mode == Mode::Rw,
+                })
+                .collect(),
+            env: self
+                .env
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+        }
+    }
+}
+
+/// The folder of every case.
+fn cases_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("hostile")
+}
+
+/// Every case folder's name, sorted.
+fn case_names() -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(cases_dir())
+        .expect("reading tests/hostile")
+        .flatten()
+        .filter(|e| e.path().join("case.toml").is_file())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+fn plugin_path(crate_name: &str) -> &'static str {
+    match crate_name {
+        "hostile" => plugins::HOSTILE,
+        "wants-http" => plugins::WANTS_HTTP,
+        other => panic!("no plugin crate {other} in the hostile suite"),
+    }
+}
+
+/// The listeners no plugin may reach.
+struct Listeners {
+    v4: TcpListener,
+    v6: Option<TcpListener>,
+}
+
+impl Listeners {
+    fn new() -> Self {
+        let v4 = TcpListener::bind("127.0.0.1:0").expect("a listener on 127.0.0.1");
+        v4.set_nonblocking(true).unwrap();
+        let v6 = TcpListener::bind("[::1]:0").ok();
+        if let Some(v6) = &v6 {
+            v6.set_nonblocking(true).unwrap();
+        }
+        Self { v4, v6 }
+    }
+
+    fn port(&self) -> u16 {
+        self.v4.local_addr().unwrap().port()
+    }
+
+    /// The IPv6 listener's port; without IPv6 on this host, the IPv4 one's (the connection fails
+    /// either way, and must fail as refused by moat, not by the network).
+    fn port6(&self) -> u16 {
+        self.v6
+            .as_ref()
+            .map_or(self.port(), |l| l.local_addr().unwrap().port())
+    }
+
+    /// Connections that reached a listener since the last look.
+    fn intruders(&self) -> Vec<String> {
+        let mut found = Vec::new();
+        for listener in std::iter::once(&self.v4).chain(&self.v6) {
+            while let Ok((_, peer)) = listener.accept() {
+                found.push(peer.to_string());
+            }
+        }
+        found
+    }
+}
+
+/// A fresh temp folder for one case.
+struct Fixture {
+    root: PathBuf,
+}
+
+impl Fixture {
+    fn new(case: &str, symlinks: &[Symlink], ports: (u16, u16)) -> Self {
+        let dir = std::env::temp_dir().join(format!("moat-hostile-{}-{case}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let root = dir.canonicalize().unwrap();
+        for (path, contents) in [
+            ("inside/hello.txt", "hello from inside"),
+            ("inside/sub/nested.txt", "nested"),
+            (SECRET_FILE, SECRET),
+        ] {
+            let path = root.join(path);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, contents).unwrap();
+        }
+        std::fs::create_dir_all(root.join("spare")).unwrap();
+        let fixture = Self { root };
+        for link in symlinks {
+            let target = fixture.expand(&link.target, ports);
+            std::os::unix::fs::symlink(&target, fixture.root.join(&link.link))
+                .unwrap_or_else(|e| panic!("symlink {} -> {target}: {e}", link.link));
+        }
+        fixture
+    }
+
+    fn expand(&self, text: &str, (port, port6): (u16, u16)) -> String {
+        text.replace("{root}", &self.root.display().to_string())
+            .replace("{port6}", &port6.to_string())
+            .replace("{port}", &port.to_string())
+    }
+
+    /// Every file, folder and symlink under the fixture except those under `skip` (the writable
+    /// grants), with its contents or target.
+    fn snapshot(&self, skip: &[PathBuf]) -> BTreeMap<PathBuf, String> {
+        fn walk(dir: &Path, skip: &[PathBuf], out: &mut BTreeMap<PathBuf, String>) {
+            let Ok(entries) = std::fs::read_dir(dir) else {
+                return;
+            };
+            for entry in entries.flatten() {
+                let path = entry.path();
+                if skip.contains(&path) {
+                    continue;
+                }
+                let meta = std::fs::symlink_metadata(&path).unwrap();
+                let what = if meta.file_type().is_symlink() {
+                    format!(
+                        "symlink -> {}",
+                        std::fs::read_link(&path).unwrap().display()
+                    )
+                } else if meta.is_dir() {
+                    walk(&path, skip, out);
+                    "dir".into()
+                } else {
+                    use std::os::unix::fs::MetadataExt;
+                    format!(
+                        "file, {} links: {:?}",
+                        meta.nlink(),
+                        std::fs::read_to_string(&path).unwrap_or_default()
+                    )
+                };
+                out.insert(path, what);
+            }
+        }
+        let mut out = BTreeMap::new();
+        walk(&self.root, skip, &mut out);
+        out
+    }
+}
+
+impl Drop for Fixture {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.root);
+    }
+}
+
+/// What a call gave back, as text for the checks.
+fn outcome_text(outcome: &Result<CallToolResult, String>) -> String {
+    match outcome {
+        Ok(result) => {
+            let mut text: Vec<String> = result
+                .content
+                .iter()
+                .filter_map(|c| c.as_text().map(|t| t.text.clone()))
+                .collect();
+            if let Some(structured) = &result.structured_content {
+                text.push(structured.to_string());
+            }
+            text.join("\n")
+        }
+        Err(e) => e.clone(),
+    }
+}
+
+/// Describes an outcome briefly, for failure reports.
+fn brief(outcome: &Result<CallToolResult, String>) -> String {
+    let (label, text) = match outcome {
+        Ok(r) if r.is_error == Some(true) => ("tool error", outcome_text(outcome)),
+        Ok(_) => ("success", outcome_text(outcome)),
+        Err(e) => ("call error", e.clone()),
+    };
+    let mut text = text.replace('\n', "⏎");
+    if text.len() > 1500 {
+        let mut end = 1500;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        text.truncate(end);
+        text.push('…');
+    }
+    format!("{label}: {text}")
+}
+
+/// Checks one outcome against the case's expectation; returns what is wrong.
+fn check(expect: &Expect, outcome: &Result<CallToolResult, String>) -> Vec<String> {
+    let kind = expect.kind;
+    let mut problems = Vec::new();
+    let kind_ok = match (kind, outcome) {
+        (Kind::ToolError, Ok(r)) => r.is_error == Some(true),
+        (Kind::CallError, Err(_)) => true,
+        (Kind::AnyError, Err(_)) => true,
+        (Kind::AnyError, Ok(r)) => r.is_error == Some(true),
+        (Kind::DeniedResult | Kind::Ok, Ok(r)) => r.is_error != Some(true),
+        _ => false,
+    };
+    if !kind_ok {
+        problems.push(format!("expected {kind:?}, got {}", brief(outcome)));
+    }
+    let text = outcome_text(outcome);
+    if let Some(message) = &expect.message
+        && kind_ok
+        && !message.found_in(&text)
+    {
+        problems.push(format!("expected {message} in {}", brief(outcome)));
+    }
+    problems.extend(leaks(expect, &text));
+    problems
+}
+
+/// Whatever secret `text` holds.
+fn leaks(expect: &Expect, text: &str) -> Vec<String> {
+    [SECRET, HOST_ENV_VALUE]
+        .into_iter()
+        .chain(expect.not_contains.iter().map(String::as_str))
+        .filter(|s| text.contains(s))
+        .map(|s| format!("LEAK: the output contains {s:?}"))
+        .collect()
+}
+
+/// Runs one case; returns what went wrong (nothing when the defence held).
+async fn run_case(name: &str, case: &Case, listeners: &Listeners) -> Vec<String> {
+    let ports = (listeners.port(), listeners.port6());
+    let fixture = Fixture::new(name, &case.symlinks, ports);
+    let grants = case.grants(&fixture);
+    let writable: Vec<PathBuf> = grants
+        .files
+        .iter()
+        .filter(|f| f.writable)
+        .map(|f| f.host.clone())
+        .collect();
+    let before = fixture.snapshot(&writable);
+    let limits = case.limits();
+    let path = plugin_path(&case.plugin);
+    let mut problems = Vec::new();
+
+    let plugin: Arc<Plugin> = if case.expect.kind == Kind::LoadError {
+        // Loaded beside a well-behaved plugin, which must load and work all the same.
+        let sources = [
+            PluginSource {
+                name: "attacker".into(),
+                path: path.into(),
+                limits: limits.clone(),
+                grants: grants.clone(),
+            },
+            PluginSource {
+                name: "hostile".into(),
+                path: plugins::HOSTILE.into(),
+                limits,
+                grants,
+            },
+        ];
+        let (registry, errors) = Registry::load(engine(), &sources).expect("a linker");
+        match errors.iter().find(|e| e.plugin == "attacker") {
+            None => problems.push("expected the load to fail, and it succeeded".into()),
+            Some(error) => {
+                let message = format!("{:#}", error.error);
+                if let Some(expected) = &case.expect.message
+                    && !expected.found_in(&message)
+                {
+                    problems.push(format!("expected {expected} in the load error: {message}"));
+                }
+            }
+        }
+        match registry.plugins().iter().find(|p| &*p.name == "hostile") {
+            Some(plugin) => plugin.clone(),
+            None => {
+                problems.push(format!("the plugin loaded beside it failed: {errors:?}"));
+                return problems;
+            }
+        }
+    } else {
+        let plugin = load_granted(&case.plugin, path, limits, grants);
+        let tool = format!(
+            "{}_{}",
+            case.plugin.replace('-', "_"),
+            case.tool
+                .as_deref()
+                .expect("a case that calls needs a `tool`")
+        );
+        let args = expand_json(
+            serde_json::to_value(&case.args).expect("arguments as JSON"),
+            &fixture,
+            ports,
+        );
+        match &case.burst {
+            None => {
+                let rss_before = reset_peak_rss();
+                let watcher = case.expect.host_keeps_fds.then(FdWatcher::start);
+                let started = Instant::now();
+                let outcome = try_call(&plugin, &tool, args).await;
+                let elapsed = started.elapsed();
+                if let Some(failure) = watcher.and_then(FdWatcher::stop) {
+                    problems.push(format!(
+                        "the host could not open a file while the call ran: {failure}"
+                    ));
+                }
+                problems.extend(check(&case.expect, &outcome));
+                if let Some(ms) = case.expect.within_ms
+                    && elapsed > Duration::from_millis(ms)
+                {
+                    problems.push(format!(
+                        "the call took {elapsed:?}, more than the {ms} ms allowed"
+                    ));
+                }
+                if let (Some(mb), Some(before), Some(peak)) =
+                    (case.expect.max_host_growth_mb, rss_before, peak_rss())
+                {
+                    let growth = peak.saturating_sub(before) >> 20;
+                    if growth > mb {
+                        problems.push(format!(
+                            "the host's memory grew by {growth} MiB during the call, more than \
+                             the {mb} MiB allowed"
+                        ));
+                    }
+                }
+            }
+            Some(burst) => problems.extend(run_burst(&plugin, &tool, args, case, burst).await),
+        }
+        plugin
+    };
+
+    let after = fixture.snapshot(&writable);
+    if before != after {
+        let changed: Vec<String> = before
+            .keys()
+            .chain(after.keys())
+            .filter(|p| before.get(*p) != after.get(*p))
+            .map(|p| {
+                format!(
+                    "{}: {:?} → {:?}",
+                    p.strip_prefix(&fixture.root).unwrap_or(p).display(),
+                    before.get(p),
+                    after.get(p)
+                )
+            })
+            .collect();
+        problems.push(format!(
+            "ESCAPE: files outside the writable grants changed: {changed:?}"
+        ));
+    }
+    let intruders = listeners.intruders();
+    if !intruders.is_empty() {
+        problems.push(format!(
+            "ESCAPE: connections reached the runner's listeners from {intruders:?}"
+        ));
+    }
+    // The same plugin, right after the attack, must still work.
+    let after_call = try_call(&plugin, "hostile_ok", serde_json::json!({})).await;
+    let answered = after_call.as_ref().is_ok_and(|r| {
+        r.is_error != Some(true)
+            && r.content
+                .first()
+                .and_then(|c| c.as_text())
+                .is_some_and(|t| t.text == "ok")
+    });
+    if !answered {
+        problems.push(format!(
+            "the plugin no longer answers after the attack: {}",
+            brief(&after_call)
+        ));
+    }
+    problems
+}
+
+/// Starts `burst.calls` calls at once; `burst.succeed` of them must succeed and the rest fail
+/// as the case expects.
+async fn run_burst(
+    plugin: &Arc<Plugin>,
+    tool: &str,
+    args: Value,
+    case: &Case,
+    burst: &Burst,
+) -> Vec<String> {
+    let mut calls = tokio::task::JoinSet::new();
+    for _ in 0..burst.calls {
+        let plugin = plugin.clone();
+        let tool = tool.to_string();
+        let args = args.clone();
+        calls.spawn(async move { try_call(&plugin, &tool, args).await });
+    }
+    let outcomes = calls.join_all().await;
+    let mut problems = Vec::new();
+    let mut succeeded = 0;
+    for outcome in &outcomes {
+        match outcome {
+            Ok(result) if result.is_error != Some(true) => {
+                succeeded += 1;
+                problems.extend(leaks(&case.expect, &outcome_text(outcome)));
+            }
+            _ => problems.extend(check(&case.expect, outcome)),
+        }
+    }
+    if succeeded != burst.succeed {
+        problems.push(format!(
+            "{succeeded} of {} calls succeeded, expected {}",
+            burst.calls, burst.succeed
+        ));
+    }
+    problems.sort();
+    problems.dedup();
+    problems
+}
+
+/// Opens /dev/null again and again on a thread of its own while a call runs, and remembers the
+/// first failure.
+struct FdWatcher {
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    thread: std::thread::JoinHandle<Option<String>>,
+}
+
+impl FdWatcher {
+    fn start() -> Self {
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = stop.clone();
+        let thread = std::thread::spawn(move || {
+            while !flag.load(std::sync::atomic::Ordering::Relaxed) {
+                if let Err(e) = std::fs::File::open("/dev/null") {
+                    return Some(e.to_string());
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            None
+        });
+        Self { stop, thread }
+    }
+
+    fn stop(self) -> Option<String> {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.thread.join().expect("the watcher does not panic")
+    }
+}
+
+/// Resets the process's peak resident memory (Linux's `VmHWM`) and returns the current resident
+/// memory, in bytes; `None` where that cannot be done.
+fn reset_peak_rss() -> Option<u64> {
+    std::fs::write("/proc/self/clear_refs", "5").ok()?;
+    proc_status_bytes("VmRSS:")
+}
+
+/// The process's peak resident memory since [`reset_peak_rss`], in bytes.
+fn peak_rss() -> Option<u64> {
+    proc_status_bytes("VmHWM:")
+}
+
+fn proc_status_bytes(field: &str) -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with(field))?;
+    let kib: u64 = line[field.len()..]
+        .trim()
+        .strip_suffix("kB")?
+        .trim()
+        .parse()
+        .ok()?;
+    Some(kib << 10)
+}
+
+fn expand_json(value: Value, fixture: &Fixture, ports: (u16, u16)) -> Value {
+    match value {
+        Value::String(s) => Value::String(fixture.expand(&s, ports)),
+        Value::Array(items) => Value::Array(
+            items
+                .into_iter()
+                .map(|v| expand_json(v, fixture, ports))
+                .collect(),
+        ),
+        Value::Object(object) => Value::Object(
+            object
+                .into_iter()
+                .map(|(k, v)| (k, expand_json(v, fixture, ports)))
+                .collect(),
+        ),
+        other => other,
+    }
+}
+
+fn read_case(name: &str) -> Result<Case, String> {
+    let path = cases_dir().join(name).join("case.toml");
+    let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    toml::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// Puts a variable in moat's own environment, once, for the cases that look for it.
+fn set_host_env() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        // SAFETY: other tests may be running on other threads, but they (and the libraries they
+        // use) read the environment through std, which serialises access with this write.
+        unsafe { std::env::set_var(HOST_ENV_NAME, HOST_ENV_VALUE) };
+    });
+    assert_eq!(
+        std::env::var(HOST_ENV_NAME).as_deref(),
+        Ok(HOST_ENV_VALUE),
+        "moat's own environment must hold the variable no plugin may see"
+    );
+}
+
+#[tokio::test]
+async fn every_attack_fails_and_the_plugin_survives() {
+    set_host_env();
+    let listeners = Listeners::new();
+    let run_gaps = std::env::var_os("MOAT_HOSTILE_RUN_GAPS").is_some();
+    let mut failures = Vec::new();
+    let mut gaps = Vec::new();
+    // `MOAT_HOSTILE_CASE=name` runs that one case only.
+    let only = std::env::var("MOAT_HOSTILE_CASE").ok();
+    for name in case_names() {
+        if only.as_ref().is_some_and(|only| *only != name) {
+            continue;
+        }
+        let case = match read_case(&name) {
+            Ok(case) => case,
+            Err(e) => {
+                failures.push(format!("{name}: unreadable case: {e}"));
+                continue;
+            }
+        };
+        if let Some(gap) = &case.known_gap {
+            gaps.push(format!("{name}: {gap}"));
+            if !run_gaps {
+                println!(
+                    "hostile case {name}: KNOWN GAP, skipped ({})",
+                    case.description
+                );
+                continue;
+            }
+        }
+        let started = Instant::now();
+        let problems = run_case(&name, &case, &listeners).await;
+        let verdict = if problems.is_empty() {
+            "held"
+        } else {
+            "FAILED"
+        };
+        println!(
+            "hostile case {name}: {verdict} in {:?} ({})",
+            started.elapsed(),
+            case.description
+        );
+        for problem in problems {
+            failures.push(format!("{name}: {problem}"));
+        }
+    }
+    if !gaps.is_empty() {
+        println!("known gaps:\n  {}", gaps.join("\n  "));
+    }
+    assert!(
+        failures.is_empty(),
+        "{} hostile case problem(s):\n  {}",
+        failures.len(),
+        failures.join("\n  ")
+    );
+}
+
+#[test]
+fn the_suite_has_enough_cases() {
+    let names = case_names();
+    assert!(
+        names.len() >= MIN_CASES,
+        "only {} case folders in tests/hostile: {names:?}",
+        names.len()
+    );
+    for name in &names {
+        if let Err(e) = read_case(name) {
+            panic!("{e}");
+        }
+    }
+}
