@@ -1,0 +1,116 @@
+"""`moat serve --http`: the same tools over Streamable HTTP, driven by the real `mcp` client, and
+the endpoint's guards (Origin, Host, body size) checked on the wire."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from mcp import Client
+from support import MODES
+
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "e2e", "version": "1"},
+    },
+}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def http_url(moat_bin: Path, moat_toml: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    port = free_port()
+    stderr = (tmp_path_factory.mktemp("http") / "moat.stderr").open("w")
+    process = subprocess.Popen(
+        [str(moat_bin), "serve", "--config", str(moat_toml), "--http", f"127.0.0.1:{port}"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=stderr,
+    )
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            break
+        except OSError:
+            if process.poll() is not None or time.monotonic() > deadline:
+                process.kill()
+                pytest.fail(f"moat --http did not start (exit {process.poll()})")
+            time.sleep(0.1)
+    yield f"http://127.0.0.1:{port}/mcp"
+    process.terminate()
+    process.wait(timeout=10)
+    stderr.close()
+
+
+def post(url: str, body: bytes, headers: dict[str, str] | None = None) -> tuple[int, str]:
+    request = urllib.request.Request(url, data=body, method="POST")
+    request.add_header("content-type", "application/json")
+    request.add_header("accept", "application/json, text/event-stream")
+    for name, value in (headers or {}).items():
+        request.add_header(name, value)
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode()
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_tools_over_http_with_the_mcp_client(http_url: str, mode: str) -> None:
+    async with Client(http_url, mode=mode, read_timeout_seconds=30) as client:
+        names = [tool.name for tool in (await client.list_tools()).tools]
+        assert "echo_echo" in names and "chatty_crash" in names
+        result = await client.call_tool("echo_repeat", {"message": "ab", "times": 2, "separator": "+"})
+        assert not result.is_error
+        assert result.structured_content == {"value": "ab+ab"}
+        bad = await client.call_tool("echo_repeat", {"message": "ab", "times": -1})
+        assert bad.is_error
+        assert "times: expected integer 0..=255, got -1" in bad.content[0].text
+        crashed = await client.call_tool("chatty_crash", {"message": "over http"})
+        assert crashed.is_error and "over http" in crashed.content[0].text
+        again = await client.call_tool("echo_echo", {"message": "still here"})
+        assert again.structured_content == {"value": "still here"}
+
+
+def test_a_foreign_origin_is_refused(http_url: str) -> None:
+    status, _ = post(http_url, json.dumps(INITIALIZE).encode(), {"origin": "https://evil.example"})
+    assert status == 403
+
+
+def test_a_loopback_origin_is_accepted(http_url: str) -> None:
+    port = http_url.split(":")[2].split("/")[0]
+    status, body = post(
+        http_url, json.dumps(INITIALIZE).encode(), {"origin": f"http://localhost:{port}"}
+    )
+    assert status == 200, body
+    assert '"serverInfo"' in body
+
+
+def test_a_foreign_host_is_refused(http_url: str) -> None:
+    """DNS rebinding: a page on evil.example resolved to 127.0.0.1 still says Host: evil.example."""
+    status, _ = post(http_url, json.dumps(INITIALIZE).encode(), {"host": "evil.example"})
+    assert status in (400, 403)
+
+
+def test_an_oversized_body_is_refused(http_url: str) -> None:
+    big = dict(INITIALIZE, params=dict(INITIALIZE["params"], padding="x" * (5 << 20)))
+    status, _ = post(http_url, json.dumps(big).encode())
+    assert status == 413
