@@ -22,6 +22,13 @@ pub const MAX_MEMORY_BYTES: usize = 1 << 30;
 
 /// Builds the engine and starts the thread that advances its epoch.
 pub fn new_engine() -> Result<Engine> {
+    let engine = Engine::new(&config())?;
+    start_epoch_ticker(engine.weak());
+    Ok(engine)
+}
+
+/// The engine configuration moat runs plugins with (benchmarks start from it too).
+pub fn config() -> Config {
     let mut pool = PoolingAllocationConfig::new();
     pool.total_component_instances(MAX_LIVE_INSTANCES)
         .total_core_instances(MAX_LIVE_INSTANCES * 4)
@@ -43,10 +50,7 @@ pub fn new_engine() -> Result<Engine> {
         // Plugins are WASI 0.2 components: no component-model async, which keeps calls cheaper.
         .concurrency_support(false)
         .parallel_compilation(true);
-
-    let engine = Engine::new(&config)?;
-    start_epoch_ticker(engine.weak());
-    Ok(engine)
+    config
 }
 
 /// Advances the epoch every [`EPOCH_TICK`] until the engine is dropped.

@@ -15,6 +15,7 @@ pub mod docs;
 pub mod engine;
 pub mod grants;
 pub mod host;
+pub mod hosts;
 pub mod http;
 pub mod output;
 pub mod plugin;

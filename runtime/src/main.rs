@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 
 use moat::cache::Cache;
 use moat::config;
+use moat::hosts::{Host, Launch, snippet};
 use moat::plugin::{Plugin, sanitize};
 use moat::registry::{PluginSource, Registry};
 use moat::server::MoatServer;
@@ -42,6 +43,22 @@ enum Command {
         /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
+    },
+    /// Print what an MCP host needs to start this moat with these arguments.
+    Config {
+        /// The host: claude-desktop, claude-code, cursor or vscode.
+        host: Host,
+        /// Plugin files, or folders whose every `.wasm` file is a plugin.
+        plugins: Vec<PathBuf>,
+        /// A moat.toml naming plugins and their limits.
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// Point the host at a moat serving Streamable HTTP at this address instead.
+        #[arg(long, value_name = "ADDRESS")]
+        http: Option<std::net::SocketAddr>,
+        /// The server's name in the host's configuration.
+        #[arg(long, default_value = "moat")]
+        name: String,
     },
     /// Manage the cache of compiled plugins (`MOAT_CACHE_DIR`, else `~/.cache/moat`).
     Cache {
@@ -97,6 +114,27 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             tool,
             arguments,
         } => call(plugin, tool, arguments).await,
+        Command::Config {
+            host,
+            plugins,
+            config,
+            http,
+            name,
+        } => {
+            let launch = match http {
+                Some(addr) => Launch::Http {
+                    url: format!("http://{addr}/mcp"),
+                },
+                None => Launch::stdio(
+                    std::env::current_exe()?,
+                    &plugins,
+                    config.as_deref(),
+                    &std::env::current_dir()?,
+                ),
+            };
+            print_out(&snippet(host, &name, &launch)?);
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Cache {
             action: CacheAction::Clear,
         } => {

@@ -7,6 +7,10 @@
 //!   a store holding only an empty WASI context, `InstancePre::instantiate_async`, the call; no
 //!   limits, no output capture, no conversion.
 //!
+//! A second table measures a CPU-heavy call (`text_hash`, sha256 of 1 MiB) through moat against the
+//! floor on an engine with epoch interruption switched off: what the deadline machinery costs
+//! while a guest computes.
+//!
 //! Run with `./dev bench` (or `cargo bench -p moat-tests --bench call`); `MOAT_BENCH_CALLS` sets
 //! the number of calls per measurement (default 20000).
 
@@ -107,6 +111,78 @@ fn main() {
             ratio(moat.mean, floor.mean)
         );
     });
+
+    runtime.block_on(hash_without_epochs(calls / 100));
+}
+
+/// sha256 of 1 MiB in the `text` plugin: moat (epochs on, all limits) vs a floor engine whose
+/// epoch interruption is off, interleaved.
+async fn hash_without_epochs(calls: usize) {
+    let calls = calls.max(20);
+    let text = "moat ".repeat(1 << 18);
+    let plugin = load("text", plugins::TEXT);
+    let tool = plugin.tools.iter().find(|t| t.name == "text_hash").unwrap();
+    let args = json!({"text": text, "algorithm": "sha256"});
+    let args = args.as_object().unwrap();
+
+    let mut config = moat::engine::config();
+    config.epoch_interruption(false);
+    let no_epochs = wasmtime::Engine::new(&config).unwrap();
+    let component = Component::from_file(&no_epochs, plugins::TEXT).unwrap();
+    let mut linker = Linker::new(&no_epochs);
+    wasmtime_wasi::p2::add_to_linker_async(&mut linker).unwrap();
+    let pre = linker.instantiate_pre(&component).unwrap();
+    let tools = component
+        .get_export_index(None, "moat:text/tools@0.1.0")
+        .unwrap();
+    let index = component.get_export_index(Some(&tools), "hash").unwrap();
+    let params = [
+        Val::String(text.clone()),
+        Val::Enum("sha256".into()),
+        Val::Option(None),
+    ];
+
+    let floor = || async {
+        let bare = Bare {
+            ctx: WasiCtx::builder().build(),
+            table: ResourceTable::new(),
+        };
+        let mut store = Store::new(&no_epochs, bare);
+        let instance = pre.instantiate_async(&mut store).await.unwrap();
+        let func = instance.get_func(&mut store, index).unwrap();
+        let mut results = [Val::Bool(false)];
+        func.call_async(&mut store, &params, &mut results)
+            .await
+            .unwrap();
+    };
+    let moat = || async {
+        plugin.call(tool, Some(args), None).await.unwrap();
+    };
+    for _ in 0..3 {
+        floor().await;
+        moat().await;
+    }
+    let (mut floor_times, mut moat_times) = (Vec::new(), Vec::new());
+    for _ in 0..calls {
+        let start = Instant::now();
+        floor().await;
+        floor_times.push(start.elapsed());
+        let start = Instant::now();
+        moat().await;
+        moat_times.push(start.elapsed());
+    }
+    let (floor, moat) = (Stats::of(floor_times), Stats::of(moat_times));
+    println!();
+    println!("| sha256 of 1 MiB, {calls} calls | p50 | p99 | mean |");
+    println!("|---|---|---|---|");
+    println!("| floor, epoch interruption off | {} |", floor.row());
+    println!("| moat, deadline and limits on | {} |", moat.row());
+    println!(
+        "| ratio moat / floor | {:.2}× | {:.2}× | {:.2}× |",
+        ratio(moat.p50, floor.p50),
+        ratio(moat.p99, floor.p99),
+        ratio(moat.mean, floor.mean)
+    );
 }
 
 struct Stats {

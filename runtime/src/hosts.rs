@@ -1,0 +1,159 @@
+//! What each MCP host needs in its configuration to start this moat, with the same arguments.
+//!
+//! Paths are made absolute: hosts start servers from folders of their own choosing.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Result, bail};
+use serde_json::{Value, json};
+
+/// The MCP hosts moat writes configuration for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Host {
+    /// `claude_desktop_config.json`
+    ClaudeDesktop,
+    /// a `claude mcp add` command
+    ClaudeCode,
+    /// `.cursor/mcp.json`
+    Cursor,
+    /// `.vscode/mcp.json`
+    Vscode,
+}
+
+/// How the host reaches moat.
+pub enum Launch {
+    /// The host starts `command args…` and speaks MCP on its stdio.
+    Stdio { command: PathBuf, args: Vec<String> },
+    /// The host connects to a moat already serving this URL.
+    Http { url: String },
+}
+
+impl Launch {
+    /// `moat serve` with `plugins` and `config`, their paths made absolute against `cwd`.
+    pub fn stdio(command: PathBuf, plugins: &[PathBuf], config: Option<&Path>, cwd: &Path) -> Self {
+        let mut args = vec!["serve".to_string()];
+        args.extend(plugins.iter().map(|p| absolute(p, cwd)));
+        if let Some(config) = config {
+            args.push("--config".into());
+            args.push(absolute(config, cwd));
+        }
+        Launch::Stdio { command, args }
+    }
+}
+
+/// The snippet for `host`: JSON for the hosts configured by file, a shell command for Claude Code.
+pub fn snippet(host: Host, name: &str, launch: &Launch) -> Result<String> {
+    let json = |value: Value| Ok(serde_json::to_string_pretty(&value)?);
+    match (host, launch) {
+        (Host::ClaudeDesktop | Host::Cursor, Launch::Stdio { command, args }) => json(json!({
+            "mcpServers": {name: {"command": command, "args": args}}
+        })),
+        (Host::Cursor, Launch::Http { url }) => json(json!({"mcpServers": {name: {"url": url}}})),
+        (Host::ClaudeDesktop, Launch::Http { .. }) => {
+            bail!("Claude Desktop's config file starts stdio servers only; leave out --http")
+        }
+        (Host::Vscode, Launch::Stdio { command, args }) => json(json!({
+            "servers": {name: {"type": "stdio", "command": command, "args": args}}
+        })),
+        (Host::Vscode, Launch::Http { url }) => {
+            json(json!({"servers": {name: {"type": "http", "url": url}}}))
+        }
+        (Host::ClaudeCode, Launch::Stdio { command, args }) => {
+            let words: Vec<String> = std::iter::once(command.display().to_string())
+                .chain(args.iter().cloned())
+                .map(|w| shell_quote(&w))
+                .collect();
+            Ok(format!(
+                "claude mcp add {} -- {}",
+                shell_quote(name),
+                words.join(" ")
+            ))
+        }
+        (Host::ClaudeCode, Launch::Http { url }) => Ok(format!(
+            "claude mcp add --transport http {} {}",
+            shell_quote(name),
+            shell_quote(url)
+        )),
+    }
+}
+
+fn absolute(path: &Path, cwd: &Path) -> String {
+    let path = cwd.join(path);
+    path.canonicalize().unwrap_or(path).display().to_string()
+}
+
+/// Quotes a word for a POSIX shell when it needs it.
+fn shell_quote(word: &str) -> String {
+    let plain = !word.is_empty()
+        && word
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "/._-:=@%+,".contains(c));
+    if plain {
+        word.to_string()
+    } else {
+        format!("'{}'", word.replace('\'', r"'\''"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn launch() -> Launch {
+        Launch::stdio(
+            "/opt/moat/bin/moat".into(),
+            &["plugins/echo.wasm".into()],
+            Some(Path::new("my moat.toml")),
+            Path::new("/home/me"),
+        )
+    }
+
+    #[test]
+    fn file_configured_hosts_get_json_with_absolute_paths() {
+        let desktop: Value =
+            serde_json::from_str(&snippet(Host::ClaudeDesktop, "moat", &launch()).unwrap())
+                .unwrap();
+        assert_eq!(
+            desktop,
+            json!({"mcpServers": {"moat": {
+                "command": "/opt/moat/bin/moat",
+                "args": ["serve", "/home/me/plugins/echo.wasm", "--config", "/home/me/my moat.toml"],
+            }}})
+        );
+        let vscode: Value =
+            serde_json::from_str(&snippet(Host::Vscode, "moat", &launch()).unwrap()).unwrap();
+        assert_eq!(vscode["servers"]["moat"]["type"], "stdio");
+        assert!(
+            vscode.get("mcpServers").is_none(),
+            "VS Code reads `servers`"
+        );
+    }
+
+    #[test]
+    fn claude_code_gets_a_quoted_command() {
+        assert_eq!(
+            snippet(Host::ClaudeCode, "moat", &launch()).unwrap(),
+            "claude mcp add moat -- /opt/moat/bin/moat serve /home/me/plugins/echo.wasm \
+             --config '/home/me/my moat.toml'"
+        );
+    }
+
+    #[test]
+    fn http_hosts_get_the_url() {
+        let http = Launch::Http {
+            url: "http://127.0.0.1:8080/mcp".into(),
+        };
+        let cursor: Value =
+            serde_json::from_str(&snippet(Host::Cursor, "moat", &http).unwrap()).unwrap();
+        assert_eq!(
+            cursor["mcpServers"]["moat"]["url"],
+            "http://127.0.0.1:8080/mcp"
+        );
+        assert_eq!(
+            snippet(Host::ClaudeCode, "moat", &http).unwrap(),
+            "claude mcp add --transport http moat http://127.0.0.1:8080/mcp"
+        );
+        let error = snippet(Host::ClaudeDesktop, "moat", &http).unwrap_err();
+        assert!(error.to_string().contains("stdio servers only"));
+    }
+}
