@@ -219,28 +219,8 @@ impl Plugin {
         let _slot = self.take_slot().await?;
         let (state, output) = HostState::new(self.name.clone(), &self.grants, limits, events)
             .map_err(|e| CallError::Setup(format!("{e:#}")))?;
-        let mut store = Store::new(self.pre.engine(), state);
-        store.limiter(|state| state.limits());
-        // What the guest hands the host in one go (its result included) grows host memory, at
-        // tens of bytes per list element: bound it near the result limit, not wasmtime's 128 MiB.
-        store.set_hostcall_fuel(
-            limits
-                .max_result_bytes
-                .saturating_mul(HOSTCALL_FUEL_PER_RESULT_BYTE),
-        );
-        // Every open file is a host file descriptor: cap the handles one call may hold, so a
-        // guest cannot exhaust the process's descriptors for everyone else.
-        store.set_max_component_handles(MAX_HANDLES_PER_CALL);
         let deadline = Instant::now() + limits.deadline;
-        store.set_epoch_deadline(1);
-        store.epoch_deadline_callback(move |_| {
-            if Instant::now() >= deadline {
-                Err(DeadlineExceeded.into())
-            } else {
-                // Give the thread back to the runtime every tick: a busy guest never hogs it.
-                Ok(UpdateDeadline::Yield(1))
-            }
-        });
+        let mut store = self.new_store(state, deadline);
 
         let run = async {
             let instance = self.pre.instantiate_async(&mut store).await?;
@@ -270,35 +250,62 @@ impl Plugin {
                 );
             }
         }
-        match outcome {
-            Ok(results) => {
-                let size: usize = results.iter().map(value_size).sum();
-                if size > limits.max_result_bytes {
-                    return Err(CallError::BadResult(format!(
-                        "it is {size} bytes, more than the {} bytes allowed",
-                        limits.max_result_bytes
-                    )));
-                }
-                tool.returns
-                    .render(results.first())
-                    .map_err(CallError::BadResult)
+        let results = outcome.map_err(|e| self.failure(&e, &stderr))?;
+        let size: usize = results.iter().map(value_size).sum();
+        if size > limits.max_result_bytes {
+            return Err(CallError::BadResult(format!(
+                "it is {size} bytes, more than the {} bytes allowed",
+                limits.max_result_bytes
+            )));
+        }
+        tool.returns
+            .render(results.first())
+            .map_err(CallError::BadResult)
+    }
+
+    /// A store for one call, with every limit of the plugin set on it.
+    fn new_store(&self, state: HostState, deadline: Instant) -> Store<HostState> {
+        let mut store = Store::new(self.pre.engine(), state);
+        store.limiter(|state| state.limits());
+        // What the guest hands the host in one go (its result included) grows host memory, at
+        // tens of bytes per list element: bound it near the result limit, not wasmtime's 128 MiB.
+        store.set_hostcall_fuel(
+            self.limits
+                .max_result_bytes
+                .saturating_mul(HOSTCALL_FUEL_PER_RESULT_BYTE),
+        );
+        // Every open file is a host file descriptor: cap the handles one call may hold, so a
+        // guest cannot exhaust the process's descriptors for everyone else.
+        store.set_max_component_handles(MAX_HANDLES_PER_CALL);
+        store.set_epoch_deadline(1);
+        store.epoch_deadline_callback(move |_| {
+            if Instant::now() >= deadline {
+                Err(DeadlineExceeded.into())
+            } else {
+                // Give the thread back to the runtime every tick: a busy guest never hogs it.
+                Ok(UpdateDeadline::Yield(1))
             }
-            Err(e) if e.downcast_ref::<DeadlineExceeded>().is_some() => {
-                Err(CallError::DeadlineExceeded(limits.deadline))
-            }
-            Err(e)
-                if e.chain()
-                    .any(|c| c.to_string().contains("fuel allocated for hostcalls")) =>
-            {
-                Err(CallError::BadResult(format!(
-                    "the guest handed over more than the {} bytes allowed at once",
-                    limits.max_result_bytes
-                )))
-            }
-            Err(e) => Err(CallError::Trap {
-                message: trap_message(&e),
-                stderr: last_lines(&stderr, 10),
-            }),
+        });
+        store
+    }
+
+    /// Why a call that ended in an error failed, for the client.
+    fn failure(&self, error: &wasmtime::Error, stderr: &str) -> CallError {
+        if error.downcast_ref::<DeadlineExceeded>().is_some() {
+            return CallError::DeadlineExceeded(self.limits.deadline);
+        }
+        let hostcall_fuel_spent = error
+            .chain()
+            .any(|cause| cause.to_string().contains("fuel allocated for hostcalls"));
+        if hostcall_fuel_spent {
+            return CallError::BadResult(format!(
+                "the guest handed over more than the {} bytes allowed at once",
+                self.limits.max_result_bytes
+            ));
+        }
+        CallError::Trap {
+            message: trap_message(error),
+            stderr: last_lines(stderr, 10),
         }
     }
 }
