@@ -81,37 +81,12 @@ fn main() {
         plugin.call(tool, Some(args), None).await.unwrap();
     };
 
-    runtime.block_on(async {
-        // Warm up both paths: page in the pool's slots and the code.
-        for _ in 0..calls / 10 {
-            floor().await;
-            moat().await;
-        }
-        let mut floor_times = Vec::with_capacity(calls);
-        let mut moat_times = Vec::with_capacity(calls);
-        // Interleaved, so drift on a shared machine hits both alike.
-        for _ in 0..calls {
-            let start = Instant::now();
-            floor().await;
-            floor_times.push(start.elapsed());
-            let start = Instant::now();
-            moat().await;
-            moat_times.push(start.elapsed());
-        }
-        let floor = Stats::of(floor_times);
-        let moat = Stats::of(moat_times);
-        println!("| echo, {calls} calls | p50 | p99 | mean |");
-        println!("|---|---|---|---|");
-        println!("| wasmtime floor | {} |", floor.row());
-        println!("| moat `Plugin::call` | {} |", moat.row());
-        println!(
-            "| ratio moat / floor | {:.2}× | {:.2}× | {:.2}× |",
-            ratio(moat.p50, floor.p50),
-            ratio(moat.p99, floor.p99),
-            ratio(moat.mean, floor.mean)
-        );
-    });
-
+    runtime.block_on(compare(
+        &format!("echo, {calls} calls"),
+        calls,
+        ("wasmtime floor", floor),
+        ("moat `Plugin::call`", moat),
+    ));
     runtime.block_on(hash_without_epochs(calls / 100));
 }
 
@@ -158,7 +133,30 @@ async fn hash_without_epochs(calls: usize) {
     let moat = || async {
         plugin.call(tool, Some(args), None).await.unwrap();
     };
-    for _ in 0..3 {
+    println!();
+    compare(
+        &format!("sha256 of 1 MiB, {calls} calls"),
+        calls,
+        ("floor, epoch interruption off", floor),
+        ("moat, deadline and limits on", moat),
+    )
+    .await;
+}
+
+/// Runs both paths `calls` times, interleaved so that drift on a shared machine hits both alike,
+/// after a warm-up that pages in the pool's slots and the code; prints a markdown table.
+async fn compare<F, FF, M, MF>(
+    title: &str,
+    calls: usize,
+    (floor_label, floor): (&str, F),
+    (moat_label, moat): (&str, M),
+) where
+    F: Fn() -> FF,
+    FF: Future<Output = ()>,
+    M: Fn() -> MF,
+    MF: Future<Output = ()>,
+{
+    for _ in 0..(calls / 10).max(3) {
         floor().await;
         moat().await;
     }
@@ -172,11 +170,10 @@ async fn hash_without_epochs(calls: usize) {
         moat_times.push(start.elapsed());
     }
     let (floor, moat) = (Stats::of(floor_times), Stats::of(moat_times));
-    println!();
-    println!("| sha256 of 1 MiB, {calls} calls | p50 | p99 | mean |");
+    println!("| {title} | p50 | p99 | mean |");
     println!("|---|---|---|---|");
-    println!("| floor, epoch interruption off | {} |", floor.row());
-    println!("| moat, deadline and limits on | {} |", moat.row());
+    println!("| {floor_label} | {} |", floor.row());
+    println!("| {moat_label} | {} |", moat.row());
     println!(
         "| ratio moat / floor | {:.2}× | {:.2}× | {:.2}× |",
         ratio(moat.p50, floor.p50),
