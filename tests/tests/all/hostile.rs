@@ -32,8 +32,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use moat::grants::{FileGrant, Grants};
-use moat::plugin::{Limits, Plugin};
+use moat::plugin::Plugin;
 use moat::registry::{PluginSource, Registry};
 use moat_tests::{engine, load_granted, plugins, try_call};
 use rmcp::model::CallToolResult;
@@ -62,14 +61,16 @@ struct Case {
     tool: Option<String>,
     #[serde(default)]
     args: toml::Table,
+    /// Directory grants, as `moat.toml` writes them; `host` is relative to the fixture.
     #[serde(default)]
-    files: Vec<FileEntry>,
+    files: Vec<toml::Value>,
     #[serde(default)]
     env: BTreeMap<String, String>,
     #[serde(default)]
     symlinks: Vec<Symlink>,
+    /// Limits, as `moat.toml` writes them; unset ones keep moat's defaults.
     #[serde(default)]
-    limits: CaseLimits,
+    limits: toml::Table,
     /// Many calls at once instead of one.
     burst: Option<Burst>,
     expect: Expect,
@@ -81,40 +82,12 @@ fn hostile() -> String {
     "hostile".into()
 }
 
-/// A directory grant, as `moat.toml` writes it; `host` is relative to the fixture.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct FileEntry {
-    host: String,
-    guest: String,
-    mode: Mode,
-}
-
-#[derive(Debug, Deserialize, PartialEq)]
-#[serde(rename_all = "lowercase")]
-enum Mode {
-    Ro,
-    Rw,
-}
-
 /// A symlink made in the fixture before the call: `link` (relative to the fixture) → `target`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Symlink {
     link: String,
     target: String,
-}
-
-/// Limits as `moat.toml` writes them; unset ones keep moat's defaults.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct CaseLimits {
-    deadline_ms: Option<u64>,
-    max_memory_mb: Option<usize>,
-    max_output_kb: Option<usize>,
-    max_result_kb: Option<usize>,
-    max_concurrent_calls: Option<usize>,
-    max_queued_calls: Option<usize>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -192,40 +165,28 @@ enum Kind {
 }
 
 impl Case {
-    fn limits(&self) -> Limits {
-        let d = Limits::default();
-        let l = &self.limits;
-        Limits {
-            deadline: l.deadline_ms.map_or(d.deadline, Duration::from_millis),
-            max_memory_bytes: l.max_memory_mb.map_or(d.max_memory_bytes, |mb| mb << 20),
-            max_output_bytes: l.max_output_kb.map_or(d.max_output_bytes, |kb| kb << 10),
-            max_result_bytes: l.max_result_kb.map_or(d.max_result_bytes, |kb| kb << 10),
-            max_concurrent_calls: l.max_concurrent_calls.unwrap_or(d.max_concurrent_calls),
-            max_queued_calls: l.max_queued_calls.unwrap_or(d.max_queued_calls),
-        }
-    }
-
-    fn grants(&self, fixture: &Fixture) -> Grants {
-        Grants {
-            files: self
-                .files
-                .iter()
-                .map(|f| FileGrant {
-                    host: fixture
-                        .root
-                        .join(&f.host)
-                        .canonicalize()
-                        .unwrap_or_else(|e| panic!("granted folder {}: {e}", f.host)),
-                    guest: f.guest.clone(),
-                    writable: f.mode == Mode::Rw,
-                })
-                .collect(),
-            env: self
-                .env
-                .iter()
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect(),
-        }
+    /// The case's plugin, grants and limits as moat itself reads them: a real `moat.toml`
+    /// written into the fixture (so `host` folders resolve against it) and parsed by moat.
+    fn source(&self, fixture: &Fixture) -> PluginSource {
+        let mut entry = self.limits.clone();
+        entry.insert("path".into(), plugin_path(&self.plugin).into());
+        entry.insert("files".into(), self.files.clone().into());
+        let env: toml::Table = self
+            .env
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone().into()))
+            .collect();
+        entry.insert("env".into(), env.into());
+        let name = self.plugin.replace('-', "_");
+        let config = toml::Table::from_iter([(
+            "plugins".to_string(),
+            toml::Table::from_iter([(name, entry.into())]).into(),
+        )]);
+        let path = fixture.root.join("moat.toml");
+        std::fs::write(&path, config.to_string()).expect("writing the case's moat.toml");
+        let mut sources = moat::config::read(&path)
+            .unwrap_or_else(|e| panic!("the case's grants or limits: {e:#}"));
+        sources.pop().expect("one plugin")
     }
 }
 
@@ -452,16 +413,15 @@ fn leaks(expect: &Expect, text: &str) -> Vec<String> {
 async fn run_case(name: &str, case: &Case, listeners: &Listeners) -> Vec<String> {
     let ports = (listeners.port(), listeners.port6());
     let fixture = Fixture::new(name, &case.symlinks, ports);
-    let grants = case.grants(&fixture);
-    let writable: Vec<PathBuf> = grants
+    let source = case.source(&fixture);
+    let writable: Vec<PathBuf> = source
+        .grants
         .files
         .iter()
         .filter(|f| f.writable)
         .map(|f| f.host.clone())
         .collect();
     let before = fixture.snapshot(&writable);
-    let limits = case.limits();
-    let path = plugin_path(&case.plugin);
     let mut problems = Vec::new();
 
     let plugin: Arc<Plugin> = if case.expect.kind == Kind::LoadError {
@@ -469,15 +429,12 @@ async fn run_case(name: &str, case: &Case, listeners: &Listeners) -> Vec<String>
         let sources = [
             PluginSource {
                 name: "attacker".into(),
-                path: path.into(),
-                limits: limits.clone(),
-                grants: grants.clone(),
+                ..source.clone()
             },
             PluginSource {
                 name: "hostile".into(),
                 path: plugins::HOSTILE.into(),
-                limits,
-                grants,
+                ..source
             },
         ];
         let (registry, errors) = Registry::load(engine(), &sources).expect("a linker");
@@ -500,7 +457,12 @@ async fn run_case(name: &str, case: &Case, listeners: &Listeners) -> Vec<String>
             }
         }
     } else {
-        let plugin = load_granted(&case.plugin, path, limits, grants);
+        let plugin = load_granted(
+            &source.name,
+            plugin_path(&case.plugin),
+            source.limits,
+            source.grants,
+        );
         let tool = format!(
             "{}_{}",
             case.plugin.replace('-', "_"),
