@@ -4,13 +4,24 @@
 //! defaults to 127.0.0.1), accepts only loopback `Host` headers (DNS rebinding), refuses any
 //! browser `Origin` that is not a loopback one (rmcp leaves Origin checks off unless asked), and
 //! caps request bodies.
+//!
+//! Legacy clients (`initialize`, up to 2025-11-25) get an `Mcp-Session-Id` session; 2026-07-28
+//! requests are served statelessly. A body that is not one JSON-RPC message gets JSON-RPC's own
+//! answer, a 400 with -32700 (not JSON) or -32600 (not a message), where rmcp would send a bare 415.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
+use axum::body::{Body, to_bytes};
+use axum::extract::Request;
+use axum::http::{Method, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use rmcp::model::ClientJsonRpcMessage;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use crate::registry::Registry;
@@ -49,5 +60,45 @@ pub fn router(registry: Arc<Registry>, shutdown: CancellationToken) -> axum::Rou
         Arc::new(LocalSessionManager::default()),
         config,
     );
-    axum::Router::new().nest_service("/mcp", service)
+    axum::Router::new()
+        .nest_service("/mcp", service)
+        .layer(middleware::from_fn(check_message))
+}
+
+/// Answers a JSON POST whose body is not a single JSON-RPC message as JSON-RPC says, and passes
+/// every other request on untouched (the body read back in).
+async fn check_message(request: Request, next: Next) -> Response {
+    let is_json = request
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
+    if request.method() != Method::POST || !is_json {
+        return next.run(request).await;
+    }
+    let (parts, body) = request.into_parts();
+    let Ok(bytes) = to_bytes(body, MAX_REQUEST_BYTES).await else {
+        return (StatusCode::PAYLOAD_TOO_LARGE, "request body too large").into_response();
+    };
+    let value: Value = match serde_json::from_slice(&bytes) {
+        Ok(value) => value,
+        Err(error) => return jsonrpc_error(Value::Null, -32700, format!("Parse error: {error}")),
+    };
+    if let Err(error) = serde_json::from_value::<ClientJsonRpcMessage>(value.clone()) {
+        // Batches (gone since 2025-06-18), a wrong `jsonrpc`, a message without a method…
+        let id = value.get("id").cloned().unwrap_or(Value::Null);
+        return jsonrpc_error(id, -32600, format!("Invalid Request: {error}"));
+    }
+    next.run(Request::from_parts(parts, Body::from(bytes)))
+        .await
+}
+
+fn jsonrpc_error(id: Value, code: i32, message: String) -> Response {
+    let body = json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}});
+    (
+        StatusCode::BAD_REQUEST,
+        [(header::CONTENT_TYPE, "application/json")],
+        body.to_string(),
+    )
+        .into_response()
 }
