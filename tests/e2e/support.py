@@ -164,9 +164,23 @@ class RawServer:
         self._incoming.put(None)
 
     def send(self, message: dict[str, Any]) -> None:
+        self.send_raw(json.dumps(message).encode() + b"\n")
+
+    def send_raw(self, data: bytes) -> None:
+        """Writes `data` to moat's stdin as it is: for input that is not one JSON-RPC message."""
         assert self.process.stdin is not None
-        self.process.stdin.write(json.dumps(message).encode() + b"\n")
+        self.process.stdin.write(data)
         self.process.stdin.flush()
+
+    def messages(self) -> list[dict[str, Any]]:
+        """Every JSON message moat wrote so far, received or not."""
+        parsed = []
+        for line in list(self.lines):
+            try:
+                parsed.append(json.loads(line))
+            except ValueError:
+                pass
+        return parsed
 
     def notify(self, method: str, params: dict[str, Any] | None = None) -> None:
         message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
