@@ -30,6 +30,16 @@ use crate::server::MoatServer;
 /// The largest JSON-RPC request body moat reads.
 pub const MAX_REQUEST_BYTES: usize = 4 << 20;
 
+/// Reads the `--http` address: `HOST:PORT`, or a bare `PORT`, which binds 127.0.0.1 (never every
+/// interface by accident).
+pub fn parse_listen_address(text: &str) -> Result<SocketAddr, String> {
+    if let Ok(port) = text.parse::<u16>() {
+        return Ok(SocketAddr::from(([127, 0, 0, 1], port)));
+    }
+    text.parse()
+        .map_err(|_| format!("\"{text}\" is neither PORT nor HOST:PORT (e.g. 127.0.0.1:8080)"))
+}
+
 /// Serves MCP on `addr` until `shutdown` is cancelled.
 pub async fn serve(
     registry: Arc<Registry>,
@@ -40,6 +50,12 @@ pub async fn serve(
         .await
         .with_context(|| format!("binding {addr}"))?;
     tracing::info!("serving MCP on http://{}/mcp", listener.local_addr()?);
+    if !addr.ip().is_loopback() {
+        tracing::warn!(
+            "{addr} is reachable from other machines; moat has no authentication, and accepts \
+             only loopback Host and Origin headers"
+        );
+    }
     axum::serve(listener, router(registry, shutdown.clone()))
         .with_graceful_shutdown(async move { shutdown.cancelled().await })
         .await
@@ -101,4 +117,22 @@ fn jsonrpc_error(id: Value, code: i32, message: String) -> Response {
         body.to_string(),
     )
         .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bare_port_binds_loopback() {
+        assert_eq!(
+            parse_listen_address("8080"),
+            Ok(SocketAddr::from(([127, 0, 0, 1], 8080)))
+        );
+        assert_eq!(
+            parse_listen_address("[::1]:9"),
+            Ok("[::1]:9".parse().unwrap())
+        );
+        assert!(parse_listen_address("localhost").is_err());
+    }
 }

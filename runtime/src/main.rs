@@ -33,8 +33,9 @@ enum Command {
         /// A moat.toml naming plugins and their limits.
         #[arg(long)]
         config: Option<PathBuf>,
-        /// Serve Streamable HTTP at http://ADDRESS/mcp instead of stdio, e.g. 127.0.0.1:8080.
-        #[arg(long, value_name = "ADDRESS")]
+        /// Serve Streamable HTTP at http://ADDRESS/mcp instead of stdio: HOST:PORT, or a bare
+        /// PORT on 127.0.0.1.
+        #[arg(long, value_name = "ADDRESS", value_parser = moat::http::parse_listen_address)]
         http: Option<std::net::SocketAddr>,
     },
     /// Show a plugin's tools, their schemas and descriptions, and what it imports.
@@ -54,7 +55,7 @@ enum Command {
         #[arg(long)]
         config: Option<PathBuf>,
         /// Point the host at a moat serving Streamable HTTP at this address instead.
-        #[arg(long, value_name = "ADDRESS")]
+        #[arg(long, value_name = "ADDRESS", value_parser = moat::http::parse_listen_address)]
         http: Option<std::net::SocketAddr>,
         /// The server's name in the host's configuration.
         #[arg(long, default_value = "moat")]
