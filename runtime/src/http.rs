@@ -6,7 +6,7 @@
 //! caps request bodies.
 //!
 //! Legacy clients (`initialize`, up to 2025-11-25) get an `Mcp-Session-Id` session; 2026-07-28
-//! requests are served statelessly. A body that is not one JSON-RPC message gets JSON-RPC's own
+//! requests are served statelessly, answered as JSON unless notifications come first. A body that is not one JSON-RPC message gets JSON-RPC's own
 //! answer, a 400 with -32700 (not JSON) or -32600 (not a message), where rmcp would send a bare 415.
 
 use std::net::SocketAddr;
@@ -70,6 +70,9 @@ pub fn router(registry: Arc<Registry>, shutdown: CancellationToken) -> axum::Rou
         .map(String::from)
         .to_vec();
     config.max_request_body_bytes = MAX_REQUEST_BYTES;
+    // A 2026-07-28 answer with nothing before it goes out as plain JSON; a call that reports
+    // progress or logs streams as SSE. Legacy sessions always stream.
+    config.json_response = true;
     config.cancellation_token = shutdown;
     let service = StreamableHttpService::new(
         move || Ok(MoatServer::new(registry.clone())),

@@ -134,7 +134,8 @@ def echo_call(request_id: int, message: str, meta: dict[str, Any] | None = None)
 
 
 def modern_echo(server: HttpServer, message: str) -> Reply:
-    return server.post(echo_call(1, message, MODERN_META), modern_headers("tools/call", "echo_echo"))
+    call = echo_call(1, message, MODERN_META)
+    return server.post(call, modern_headers("tools/call", "echo_echo"))
 
 
 INITIALIZE = request(
@@ -205,13 +206,27 @@ def test_an_unknown_session_is_not_found(server: HttpServer) -> None:
 # --- 2026-07-28: stateless ---------------------------------------------------------------------
 
 
-def test_a_modern_request_is_stateless(server: HttpServer) -> None:
+def test_a_modern_request_is_stateless_and_answered_as_json(server: HttpServer) -> None:
     reply = modern_echo(server, "stateless")
     assert reply.status == 200, reply.body
-    assert reply.content_type in ("application/json", "text/event-stream")
+    assert reply.content_type == "application/json", "a lone answer needs no stream"
     assert reply.headers.get("mcp-session-id") is None
     assert reply.message["result"]["resultType"] == "complete"
     assert reply.message["result"]["structuredContent"] == {"value": "stateless"}
+
+
+def test_a_modern_call_with_progress_is_streamed_as_sse(server: HttpServer) -> None:
+    meta = dict(MODERN_META, progressToken="steps")
+    call = request(1, "tools/call", {"name": "chatty_count", "arguments": {"steps": 3, "pause": 0},
+                                     "_meta": meta})
+    reply = server.post(call, modern_headers("tools/call", "chatty_count"))
+    assert reply.status == 200, reply.body
+    assert reply.content_type == "text/event-stream"
+    progress = [m["params"] for m in reply.messages if m.get("method") == "notifications/progress"]
+    assert [(p["progressToken"], p["progress"]) for p in progress] == [
+        ("steps", 1), ("steps", 2), ("steps", 3)
+    ]
+    assert reply.message["result"]["structuredContent"] == {"value": 3}
 
 
 def test_server_discover_over_http(server: HttpServer) -> None:

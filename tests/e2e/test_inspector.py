@@ -44,7 +44,7 @@ def http_server(
 
 @pytest.fixture
 def inspector(node_tools: Path, tmp_path: Path) -> Callable[..., tuple[int, Any]]:
-    """Runs `mcp-inspector --cli --format json ARGS…`; returns its exit code and its JSON output."""
+    """Runs `mcp-inspector --cli --format json ARGS…`; returns its exit code and JSON output."""
 
     def run(*args: str) -> tuple[int, Any]:
         # A HOME of its own: the Inspector keeps a catalog of servers there.

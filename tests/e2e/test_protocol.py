@@ -53,7 +53,9 @@ def initialize(server: RawServer, version: str) -> dict[str, object]:
     return response
 
 
-def echo(server: RawServer, message: str, meta: dict[str, object] | None = None) -> dict[str, object]:
+def echo(
+    server: RawServer, message: str, meta: dict[str, object] | None = None
+) -> dict[str, object]:
     """Calls echo_echo and returns the response."""
     params: dict[str, object] = {"name": "echo_echo", "arguments": {"message": message}}
     if meta is not None:
@@ -177,8 +179,12 @@ def test_an_oversized_message_is_dropped_and_the_server_keeps_serving(
     initialized: RawServer,
 ) -> None:
     # Past 16 MiB a line is discarded as it streams in, never buffered whole.
-    huge = {"jsonrpc": "2.0", "id": 77, "method": "tools/call",
-            "params": {"name": "echo_echo", "arguments": {"message": "x" * (17 << 20)}}}
+    huge = {
+        "jsonrpc": "2.0",
+        "id": 77,
+        "method": "tools/call",
+        "params": {"name": "echo_echo", "arguments": {"message": "x" * (17 << 20)}},
+    }
     initialized.send(huge)
     assert_echoes(initialized, "after a huge message")
     assert [m for m in initialized.messages() if m.get("id") == 77] == []
