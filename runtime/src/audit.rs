@@ -206,6 +206,24 @@ mod tests {
     }
 
     #[test]
+    fn a_failed_write_is_only_logged() {
+        // Every write to /dev/full fails (ENOSPC).
+        let log = AuditLog::open(Path::new("/dev/full"), false).unwrap();
+        log.record(Call {
+            client: None,
+            session: None,
+            plugin: None,
+            digest: None,
+            tool: "x",
+            arguments: None,
+            duration: Duration::ZERO,
+            outcome: Outcome::UnknownTool,
+            error: None,
+            denied: vec![],
+        });
+    }
+
+    #[test]
     fn records_append_as_private_json_lines() {
         let path = std::env::temp_dir().join(format!("moat-audit-{}.jsonl", std::process::id()));
         let _ = std::fs::remove_file(&path);

@@ -791,14 +791,29 @@ impl TryFrom<String> for HostPattern {
             Some((scheme, rest)) => (Some(scheme.to_ascii_lowercase()), rest),
             None => (None, text.as_str()),
         };
-        let (host, port) = match rest.rsplit_once(':') {
-            Some((host, port)) if !host.ends_with(']') || rest.starts_with('[') => {
+        // `[v6]:port` keeps its brackets; elsewhere the last `:` starts the port.
+        let split = match rest.strip_prefix('[') {
+            Some(v6) => match v6.split_once(']') {
+                Some((ip, "")) => (&rest[..ip.len() + 2], None),
+                Some((ip, port)) => (
+                    &rest[..ip.len() + 2],
+                    Some(port.strip_prefix(':').unwrap_or(port)),
+                ),
+                None => return Err(format!("host pattern \"{text}\": unclosed `[`")),
+            },
+            None => match rest.rsplit_once(':') {
+                Some((host, port)) => (host, Some(port)),
+                None => (rest, None),
+            },
+        };
+        let (host, port) = match split {
+            (host, Some(port)) => {
                 let port = port
                     .parse()
                     .map_err(|_| format!("host pattern \"{text}\": bad port \"{port}\""))?;
                 (host, Some(port))
             }
-            _ => (rest, None),
+            (host, None) => (host, None),
         };
         let host = host.to_ascii_lowercase();
         let wildcard_ok = host == "*" || !host.trim_start_matches("*.").contains('*');

@@ -132,15 +132,8 @@ pub fn verify<'k>(
 pub fn sign_file(secret_key: &Path, path: &Path) -> Result<PathBuf> {
     let key_text = std::fs::read_to_string(secret_key)
         .with_context(|| format!("reading {}", secret_key.display()))?;
-    let key = match minisign::SecretKey::from_unencrypted_box(key_text.clone().into()) {
-        Ok(key) => key,
-        Err(_) => {
-            let password = std::env::var("MOAT_SIGN_PASSWORD").ok();
-            minisign::SecretKey::from_box(key_text.into(), password)
-                .map_err(|e| anyhow::anyhow!("{e}"))
-                .with_context(|| format!("opening the secret key {}", secret_key.display()))?
-        }
-    };
+    let key = open_secret_key(&key_text)
+        .with_context(|| format!("opening the secret key {}", secret_key.display()))?;
     let wasm = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
     let file_name = path.file_name().unwrap_or_default().to_string_lossy();
     let timestamp = std::time::SystemTime::now()
@@ -162,6 +155,27 @@ pub fn sign_file(secret_key: &Path, path: &Path) -> Result<PathBuf> {
     std::fs::write(&out, signature.to_string())
         .with_context(|| format!("writing {}", out.display()))?;
     Ok(out)
+}
+
+/// A minisign secret key file's key: unencrypted (`minisign -G -W`), or decrypted with the
+/// password from `MOAT_SIGN_PASSWORD` (else asked for on the terminal).
+fn open_secret_key(text: &str) -> Result<minisign::SecretKey> {
+    let line = text
+        .lines()
+        .nth(1)
+        .context("not a minisign secret key file")?;
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(line.trim())
+        .context("not a minisign secret key file")?;
+    // Bytes 2..4 name the key derivation; zero means the key is stored unencrypted. The
+    // minisign tool writes an all-zero checksum for such keys, which the crate's
+    // `from_unencrypted_box` refuses, so read the plain key directly.
+    if bytes.get(2..4) == Some(&[0, 0]) {
+        return minisign::SecretKey::from_bytes(&bytes).map_err(|e| anyhow::anyhow!("{e}"));
+    }
+    let password = std::env::var("MOAT_SIGN_PASSWORD").ok();
+    minisign::SecretKey::from_box(text.to_string().into(), password)
+        .map_err(|e| anyhow::anyhow!("{e}"))
 }
 
 /// The key ID in a base64 key or signature line, as minisign prints it: the 8 bytes after the

@@ -26,7 +26,9 @@ fn host_patterns_parse_and_cover() {
     assert!(!pattern("api.example.org:80").covers(&p));
     assert!(!p.covers(&pattern("*.example.org")));
     assert!(pattern("*").covers(&p));
-    for bad in ["", "a*b.org", "https://x.org/path", "x.org:http"] {
+    assert_eq!(pattern("[::1]").host, "[::1]");
+    assert_eq!(pattern("http://[::1]:8080").port, Some(8080));
+    for bad in ["", "a*b.org", "https://x.org/path", "x.org:http", "[::1"] {
         assert!(HostPattern::try_from(bad.to_string()).is_err(), "{bad}");
     }
 }
