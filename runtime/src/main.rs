@@ -51,10 +51,14 @@ enum Command {
     /// Show a plugin's tools, their schemas and descriptions, what it imports, its permission
     /// manifest and what became of each grant.
     Inspect {
+        /// The plugin file, or with --config the plugin's name (or file) in that config.
         plugin: PathBuf,
         /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
+        /// Inspect the plugin with the grants this moat.toml gives it.
+        #[arg(long)]
+        config: Option<PathBuf>,
         #[command(flatten)]
         trust: TrustArgs,
     },
@@ -186,8 +190,17 @@ async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Inspect {
             plugin,
             json,
+            config,
             trust,
-        } => inspect(plugin, json, &Policy::resolve(trust.policy.as_deref())?),
+        } => {
+            let source = match config {
+                Some(config) => configured_source(&config, &plugin)?,
+                None => config::sources_from_paths(&[plugin])?
+                    .pop()
+                    .context("no plugin found")?,
+            };
+            inspect(source, json, &Policy::resolve(trust.policy.as_deref())?)
+        }
         Command::Sign { key, file } => {
             let out = signing::sign_file(&key, &file)?;
             eprintln!("moat: wrote {}", out.display());
@@ -309,11 +322,27 @@ fn open_cache() -> Option<Cache> {
         .ok()
 }
 
-/// Loads one plugin file for `inspect` and `call`.
+/// The plugin of `config` named `plugin`, or whose file `plugin` is.
+fn configured_source(config: &std::path::Path, plugin: &std::path::Path) -> Result<PluginSource> {
+    let wanted = plugin.canonicalize().ok();
+    config::read(config)?
+        .into_iter()
+        .find(|s| {
+            plugin.as_os_str() == s.name.as_str()
+                || (wanted.is_some() && s.path.canonicalize().ok() == wanted)
+        })
+        .with_context(|| format!("{} has no plugin {}", config.display(), plugin.display()))
+}
+
+/// Loads one plugin file for `call`.
 fn load_one(path: PathBuf, policy: &Policy) -> Result<Arc<Plugin>> {
-    let engine = moat::engine::new_engine()?;
     let mut sources = config::sources_from_paths(&[path])?;
-    let source: PluginSource = sources.pop().context("no plugin found")?;
+    load_source(sources.pop().context("no plugin found")?, policy)
+}
+
+/// Loads one plugin under `policy`, with the grants of `source`.
+fn load_source(source: PluginSource, policy: &Policy) -> Result<Arc<Plugin>> {
+    let engine = moat::engine::new_engine()?;
     let cache = open_cache();
     let (registry, mut errors) =
         Registry::load_checked(&engine, &[source], cache.as_ref(), policy)?;
@@ -323,8 +352,8 @@ fn load_one(path: PathBuf, policy: &Policy) -> Result<Arc<Plugin>> {
     Ok(registry.plugins()[0].clone())
 }
 
-fn inspect(path: PathBuf, as_json: bool, policy: &Policy) -> Result<ExitCode> {
-    let plugin = load_one(path, policy)?;
+fn inspect(source: PluginSource, as_json: bool, policy: &Policy) -> Result<ExitCode> {
+    let plugin = load_source(source, policy)?;
     let tools: Vec<Value> = plugin
         .tools
         .iter()

@@ -101,6 +101,16 @@ def test_policy_check_and_explain(
     assert "network https://api.example.org: not granted" in lines
     assert 'asks for: {"files":[{"guest":"/notes","mode":"rw"}]' in lines
 
+    # `moat inspect` shows the same decisions, for the plugin as the config grants it.
+    inspected = run(
+        moat_bin, "inspect", "--json", "--policy", policy, "--config", config, "notes"
+    )
+    report = json.loads(inspected.stdout)
+    assert report["manifest"]["env"] == ["NOTES_TITLE"]
+    fates = {note["grant"]: note["fate"] for note in report["grants"]}
+    assert fates["env HOME_DIR"] == "cut" and fates["env NOTES_TITLE"] == "granted"
+    assert fates[f"directory {data.resolve()} at /notes (rw)"] == "narrowed"
+
 
 def test_a_malformed_or_refusing_policy_stops_serve(
     moat_bin: Path, plugin: Callable[[str], Path], tmp_path: Path
