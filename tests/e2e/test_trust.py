@@ -9,8 +9,10 @@ import hashlib
 import json
 import os
 import shutil
+import socket
 import stat
 import subprocess
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -169,3 +171,44 @@ async def test_the_audit_log_records_every_call_and_no_tool_changes_grants(
     assert "error" not in first
     assert "times" in records[1]["error"] and records[1]["tool"] == "echo_repeat"
     assert records[2]["plugin"] is None and records[2]["tool"] == "grants_widen"
+
+
+async def test_over_http_the_policy_picks_the_address_and_the_audit_log_names_the_session(
+    moat_bin: Path, plugin: Callable[[str], Path], tmp_path: Path
+) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    policy = write_policy(
+        tmp_path / "policy.toml", f'http_bind = ["127.0.0.1:{port}"]\n[[allow]]\nname = "*"\n'
+    )
+    refused = run(
+        moat_bin, "serve", "--policy", policy, "--http", f"127.0.0.2:{port}", plugin("echo"),
+        check=False,
+    )
+    assert refused.returncode == 2 and f"does not allow binding 127.0.0.2:{port}" in refused.stderr
+
+    audit = tmp_path / "audit.jsonl"
+    with (tmp_path / "stderr").open("w") as stderr:
+        process = subprocess.Popen(
+            [str(moat_bin), "serve", "--policy", str(policy), "--audit", str(audit),
+             "--http", f"127.0.0.1:{port}", str(plugin("echo"))],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr,
+        )
+        try:
+            deadline = time.monotonic() + 120
+            while True:
+                try:
+                    socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                    break
+                except OSError:
+                    assert process.poll() is None and time.monotonic() < deadline, "moat did not start"
+                    time.sleep(0.1)
+            async with Client(f"http://127.0.0.1:{port}/mcp", mode=LEGACY) as client:
+                await client.call_tool("echo_echo", {"message": "over http"})
+        finally:
+            process.terminate()
+            process.wait(timeout=10)
+    [record] = [json.loads(line) for line in audit.read_text().splitlines()]
+    assert record["outcome"] == "ok" and record["tool"] == "echo_echo"
+    assert isinstance(record.get("session"), str) and record["session"], record
