@@ -33,6 +33,9 @@ pub use wit_bindgen;
 /// The name of the custom section that carries a plugin's encoded WIT package, doc comments included.
 pub const WIT_SECTION: &str = "moat:wit";
 
+/// The name of the custom section that carries a plugin's permission manifest (JSON).
+pub const MANIFEST_SECTION: &str = "moat:manifest";
+
 /// The `moat:plugin` WIT package, as plugins import it.
 pub const PLUGIN_WIT: &str = include_str!("../../wit/plugin.wit");
 
@@ -55,7 +58,8 @@ macro_rules! generate {
     };
 }
 
-/// Embeds the WIT package that [`build::prepare`] encoded as the `moat:wit` custom section.
+/// Embeds the WIT package that [`build::prepare`] encoded as the `moat:wit` custom section, and
+/// the permission manifest it wrote (if any) as the `moat:manifest` section.
 ///
 /// [`generate!`] calls this; use it directly only with bindings made some other way.
 #[macro_export]
@@ -66,5 +70,15 @@ macro_rules! embed_wit {
         #[used]
         static MOAT_WIT: [u8; include_bytes!(concat!(env!("OUT_DIR"), "/moat-wit.bin")).len()] =
             *include_bytes!(concat!(env!("OUT_DIR"), "/moat-wit.bin"));
+
+        // The permission manifest, when `[package.metadata.moat]` declares one.
+        #[cfg(all(target_family = "wasm", moat_manifest))]
+        #[unsafe(link_section = "moat:manifest")]
+        #[used]
+        static MOAT_MANIFEST: [u8; include_bytes!(concat!(
+            env!("OUT_DIR"),
+            "/moat-manifest.json"
+        ))
+        .len()] = *include_bytes!(concat!(env!("OUT_DIR"), "/moat-manifest.json"));
     };
 }

@@ -32,6 +32,29 @@ use crate::registry::PluginSource;
 struct ConfigFile {
     #[serde(default)]
     plugins: BTreeMap<String, PluginEntry>,
+    audit: Option<AuditSettings>,
+}
+
+/// `[audit]`: where the audit log goes, and whether it records arguments in full.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuditSettings {
+    pub path: PathBuf,
+    #[serde(default)]
+    pub arguments: bool,
+}
+
+/// The `[audit]` table of `moat.toml`, its path resolved against the file's folder.
+pub fn read_audit(path: &Path) -> Result<Option<AuditSettings>> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let file: ConfigFile =
+        toml::from_str(&text).with_context(|| format!("in {}", path.display()))?;
+    let base = path.parent().unwrap_or(Path::new("."));
+    Ok(file.audit.map(|audit| AuditSettings {
+        path: base.join(audit.path),
+        ..audit
+    }))
 }
 
 #[derive(Debug, Deserialize)]

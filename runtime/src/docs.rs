@@ -277,7 +277,7 @@ impl<'a> TypeDocs<'a> {
 }
 
 /// Finds a custom section by name in a component or any module nested in it.
-fn find_custom_section<'a>(wasm: &'a [u8], name: &str) -> Result<Option<&'a [u8]>> {
+pub(crate) fn find_custom_section<'a>(wasm: &'a [u8], name: &str) -> Result<Option<&'a [u8]>> {
     for payload in wasmparser::Parser::new(0).parse_all(wasm) {
         if let wasmparser::Payload::CustomSection(section) = payload?
             && section.name() == name

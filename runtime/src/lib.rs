@@ -9,6 +9,7 @@
 //! discover, call) → [`values`] (arguments checked and converted) → [`host`] (what the guest
 //! may touch) → [`output`] (the result as MCP content) → [`server`] (MCP over stdio, or [`http`]).
 
+pub mod audit;
 pub mod cache;
 pub mod config;
 pub mod docs;
@@ -17,9 +18,12 @@ pub mod grants;
 pub mod host;
 pub mod hosts;
 pub mod http;
+pub mod manifest;
 pub mod output;
 pub mod plugin;
+pub mod policy;
 pub mod registry;
 pub mod schema;
 pub mod server;
+pub mod signing;
 pub mod values;

@@ -9,12 +9,15 @@ use clap::{Parser, Subcommand};
 use rmcp::ServiceExt;
 use serde_json::{Value, json};
 
+use moat::audit::AuditLog;
 use moat::cache::Cache;
 use moat::config;
 use moat::hosts::{Host, Launch, snippet};
-use moat::plugin::{Plugin, sanitize};
+use moat::plugin::{Plugin, read_wasm, sanitize};
+use moat::policy::{Policy, Transport};
 use moat::registry::{PluginSource, Registry};
 use moat::server::MoatServer;
+use moat::signing;
 
 /// Runs untrusted MCP tools as sandboxed WebAssembly components.
 #[derive(Parser)]
@@ -37,13 +40,50 @@ enum Command {
         /// PORT on 127.0.0.1.
         #[arg(long, value_name = "ADDRESS", value_parser = moat::http::parse_listen_address)]
         http: Option<std::net::SocketAddr>,
+        #[command(flatten)]
+        trust: TrustArgs,
+        /// Append one JSON line per tool call to FILE (overrides `[audit]` in moat.toml).
+        #[arg(long, value_name = "FILE")]
+        audit: Option<PathBuf>,
+        /// Record the arguments of each call in the audit log, not only their digest.
+        #[arg(long, requires = "audit")]
+        audit_arguments: bool,
     },
-    /// Show a plugin's tools, their schemas and descriptions, and what it imports.
+    /// Show a plugin's tools, their schemas and descriptions, what it imports, its permission
+    /// manifest and what became of each grant.
     Inspect {
+        /// The plugin file, or with --config the plugin's name (or file) in that config.
         plugin: PathBuf,
         /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
+        /// Inspect the plugin with the grants this moat.toml gives it.
+        #[arg(long)]
+        config: Option<PathBuf>,
+        #[command(flatten)]
+        trust: TrustArgs,
+    },
+    /// Sign a plugin with a minisign secret key, writing FILE.minisig.
+    Sign {
+        /// The minisign secret key (an encrypted key's password: MOAT_SIGN_PASSWORD, else asked).
+        #[arg(long, value_name = "SECRET.key")]
+        key: PathBuf,
+        file: PathBuf,
+    },
+    /// Check a plugin's FILE.minisig against a public key, or against the publishers of a policy.
+    Verify {
+        /// A minisign public key file.
+        #[arg(long, value_name = "PUB", required_unless_present = "policy")]
+        key: Option<PathBuf>,
+        /// A policy whose [publishers] to trust.
+        #[arg(long, value_name = "FILE", conflicts_with = "key")]
+        policy: Option<PathBuf>,
+        file: PathBuf,
+    },
+    /// Check a moat.toml against an enterprise policy without running anything.
+    Policy {
+        #[command(subcommand)]
+        action: PolicyAction,
     },
     /// Print what an MCP host needs to start this moat with these arguments.
     Config {
@@ -74,6 +114,34 @@ enum Command {
         /// The arguments, as a JSON object.
         #[arg(default_value = "{}")]
         arguments: String,
+    },
+}
+
+/// The enterprise policy to apply: the system one when it exists, else this one.
+#[derive(clap::Args)]
+struct TrustArgs {
+    /// An administrator's policy file (default: /etc/moat/policy.toml when present).
+    #[arg(long, value_name = "FILE")]
+    policy: Option<PathBuf>,
+}
+
+#[derive(Subcommand)]
+enum PolicyAction {
+    /// Say for each plugin of the config whether the policy lets it load, and what it is granted.
+    Check {
+        #[command(flatten)]
+        trust: TrustArgs,
+        #[arg(long)]
+        config: PathBuf,
+    },
+    /// Say why a plugin of the config may load or not, and why each grant was allowed or cut.
+    Explain {
+        #[command(flatten)]
+        trust: TrustArgs,
+        #[arg(long)]
+        config: PathBuf,
+        /// The plugin's name in the config.
+        plugin: String,
     },
 }
 
@@ -108,8 +176,52 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             plugins,
             config,
             http,
-        } => serve(plugins, config, http).await,
-        Command::Inspect { plugin, json } => inspect(plugin, json),
+            trust,
+            audit,
+            audit_arguments,
+        } => {
+            let policy = Policy::resolve(trust.policy.as_deref())?;
+            let audit = match (audit, &config) {
+                (Some(path), _) => Some((path, audit_arguments)),
+                (None, Some(config)) => config::read_audit(config)?.map(|a| (a.path, a.arguments)),
+                (None, None) => None,
+            };
+            serve(plugins, config, http, &policy, audit).await
+        }
+        Command::Inspect {
+            plugin,
+            json,
+            config,
+            trust,
+        } => {
+            let source = match config {
+                Some(config) => configured_source(&config, &plugin)?,
+                None => config::sources_from_paths(&[plugin])?
+                    .pop()
+                    .context("no plugin found")?,
+            };
+            inspect(source, json, &Policy::resolve(trust.policy.as_deref())?)
+        }
+        Command::Sign { key, file } => {
+            let out = signing::sign_file(&key, &file)?;
+            eprintln!("moat: wrote {}", out.display());
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Verify { key, policy, file } => verify(key, policy, file),
+        Command::Policy { action } => match action {
+            PolicyAction::Check { trust, config } => {
+                policy_check(&Policy::resolve(trust.policy.as_deref())?, &config, None)
+            }
+            PolicyAction::Explain {
+                trust,
+                config,
+                plugin,
+            } => policy_check(
+                &Policy::resolve(trust.policy.as_deref())?,
+                &config,
+                Some(&plugin),
+            ),
+        },
         Command::Call {
             plugin,
             tool,
@@ -151,7 +263,13 @@ async fn serve(
     paths: Vec<PathBuf>,
     config_path: Option<PathBuf>,
     http: Option<std::net::SocketAddr>,
+    policy: &Policy,
+    audit: Option<(PathBuf, bool)>,
 ) -> Result<ExitCode> {
+    match http {
+        Some(addr) => policy.check_transport(Transport::Http, Some(addr))?,
+        None => policy.check_transport(Transport::Stdio, None)?,
+    }
     let mut sources = config::sources_from_paths(&paths)?;
     if let Some(path) = config_path {
         sources.extend(config::read(&path)?);
@@ -165,7 +283,10 @@ async fn serve(
     }
     let engine = moat::engine::new_engine()?;
     let cache = open_cache();
-    let (registry, errors) = Registry::load_cached(&engine, &sources, cache.as_ref())?;
+    let (mut registry, errors) = Registry::load_checked(&engine, &sources, cache.as_ref(), policy)?;
+    if let Some((path, arguments)) = audit {
+        registry.set_audit(Arc::new(AuditLog::open(&path, arguments)?));
+    }
     for error in &errors {
         tracing::error!(plugin = error.plugin, "not loaded: {:#}", error.error);
     }
@@ -202,21 +323,38 @@ fn open_cache() -> Option<Cache> {
         .ok()
 }
 
-/// Loads one plugin file for `inspect` and `call`.
-fn load_one(path: PathBuf) -> Result<Arc<Plugin>> {
-    let engine = moat::engine::new_engine()?;
+/// The plugin of `config` named `plugin`, or whose file `plugin` is.
+fn configured_source(config: &std::path::Path, plugin: &std::path::Path) -> Result<PluginSource> {
+    let wanted = plugin.canonicalize().ok();
+    config::read(config)?
+        .into_iter()
+        .find(|s| {
+            plugin.as_os_str() == s.name.as_str()
+                || (wanted.is_some() && s.path.canonicalize().ok() == wanted)
+        })
+        .with_context(|| format!("{} has no plugin {}", config.display(), plugin.display()))
+}
+
+/// Loads one plugin file for `call`.
+fn load_one(path: PathBuf, policy: &Policy) -> Result<Arc<Plugin>> {
     let mut sources = config::sources_from_paths(&[path])?;
-    let source: PluginSource = sources.pop().context("no plugin found")?;
+    load_source(sources.pop().context("no plugin found")?, policy)
+}
+
+/// Loads one plugin under `policy`, with the grants of `source`.
+fn load_source(source: PluginSource, policy: &Policy) -> Result<Arc<Plugin>> {
+    let engine = moat::engine::new_engine()?;
     let cache = open_cache();
-    let (registry, mut errors) = Registry::load_cached(&engine, &[source], cache.as_ref())?;
+    let (registry, mut errors) =
+        Registry::load_checked(&engine, &[source], cache.as_ref(), policy)?;
     if let Some(error) = errors.pop() {
         return Err(error.error);
     }
     Ok(registry.plugins()[0].clone())
 }
 
-fn inspect(path: PathBuf, as_json: bool) -> Result<ExitCode> {
-    let plugin = load_one(path)?;
+fn inspect(source: PluginSource, as_json: bool, policy: &Policy) -> Result<ExitCode> {
+    let plugin = load_source(source, policy)?;
     let tools: Vec<Value> = plugin
         .tools
         .iter()
@@ -242,6 +380,10 @@ fn inspect(path: PathBuf, as_json: bool) -> Result<ExitCode> {
             "summary": plugin.summary,
             "imports": plugin.imports,
             "ungranted": ungranted,
+            "digest": plugin.admission.digest,
+            "publisher": plugin.admission.publisher,
+            "manifest": plugin.admission.manifest,
+            "grants": plugin.admission.notes,
             "tools": tools,
             "skipped": skipped,
         });
@@ -269,6 +411,22 @@ fn inspect(path: PathBuf, as_json: bool) -> Result<ExitCode> {
     for note in &ungranted {
         line!("  note: {note}");
     }
+    let admission = &plugin.admission;
+    line!("\ndigest: {}", admission.digest);
+    if let Some(publisher) = &admission.publisher {
+        line!("signed by: {publisher}");
+    }
+    match &admission.manifest {
+        Some(manifest) => line!(
+            "\nmanifest (what it asks for):\n  {}",
+            serde_json::to_string(manifest)?
+        ),
+        None => line!("\nmanifest: none (the operator's grants apply as written)"),
+    }
+    line!("\ngrants:");
+    for note in &admission.notes {
+        line!("  {note}");
+    }
     line!("\ntools:");
     for tool in &plugin.tools {
         line!("  {}  ({})", tool.name, tool.export);
@@ -293,7 +451,7 @@ async fn call(path: PathBuf, tool_name: String, arguments: String) -> Result<Exi
     let Value::Object(arguments) = arguments else {
         bail!("the arguments must be a JSON object");
     };
-    let plugin = load_one(path)?;
+    let plugin = load_one(path, &Policy::resolve(None)?)?;
     let tool = plugin
         .tools
         .iter()
@@ -317,6 +475,98 @@ async fn call(path: PathBuf, tool_name: String, arguments: String) -> Result<Exi
     };
     print_out(&serde_json::to_string_pretty(&result)?);
     Ok(if result.is_error == Some(true) {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// `moat verify`: checks FILE.minisig over FILE's bytes.
+fn verify(key: Option<PathBuf>, policy: Option<PathBuf>, file: PathBuf) -> Result<ExitCode> {
+    let keys = match (key, policy) {
+        (Some(key), _) => vec![signing::TrustedKey::from_file(&key)?],
+        (None, Some(policy)) => Policy::read(&policy)?.publishers,
+        (None, None) => bail!("give --key or --policy"),
+    };
+    let wasm = std::fs::read(&file).with_context(|| format!("reading {}", file.display()))?;
+    let signature_path = signing::signature_path(&file);
+    let signature = std::fs::read_to_string(&signature_path)
+        .with_context(|| format!("reading the signature {}", signature_path.display()))?;
+    match signing::verify(&wasm, &signature, &keys) {
+        Ok(key) => {
+            print_out(&format!(
+                "{}: good signature by \"{}\" (key {}), {}",
+                file.display(),
+                key.publisher,
+                key.id,
+                moat::policy::digest(&wasm)
+            ));
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(error) => {
+            eprintln!("moat: {}: {error}", file.display());
+            Ok(ExitCode::from(1))
+        }
+    }
+}
+
+/// `moat policy check` (every plugin, `only` = None) and `moat policy explain` (one plugin):
+/// admits each plugin of the config as `serve` would, without compiling or running it.
+fn policy_check(
+    policy: &Policy,
+    config_path: &std::path::Path,
+    only: Option<&str>,
+) -> Result<ExitCode> {
+    let sources = config::read(config_path)?;
+    let sources: Vec<&PluginSource> = match only {
+        Some(name) => vec![
+            sources
+                .iter()
+                .find(|s| s.name == name)
+                .with_context(|| format!("{} has no plugin \"{name}\"", config_path.display()))?,
+        ],
+        None => sources.iter().collect(),
+    };
+    let mut refused = 0;
+    let mut out = String::new();
+    for source in sources {
+        let admitted = read_wasm(&source.path).and_then(|wasm| {
+            let signature = signing::read_detached(&source.path)?;
+            policy.admit(source, &wasm, signature.as_deref())
+        });
+        match admitted {
+            Err(error) => {
+                refused += 1;
+                out.push_str(&format!("{}: refused: {error:#}\n", source.name));
+            }
+            Ok(admitted) => {
+                out.push_str(&format!(
+                    "{}: allowed by {}\n",
+                    source.name, admitted.allowed_by
+                ));
+                out.push_str(&format!("  digest: {}\n", admitted.digest));
+                if let Some(publisher) = &admitted.publisher {
+                    out.push_str(&format!("  signed by: {publisher}\n"));
+                }
+                if only.is_some() {
+                    match &admitted.manifest {
+                        Some(m) => {
+                            out.push_str(&format!("  asks for: {}\n", serde_json::to_string(m)?))
+                        }
+                        None => out.push_str("  asks for: (no manifest)\n"),
+                    }
+                }
+                for note in &admitted.notes {
+                    let quiet = note.fate == moat::policy::Fate::Granted && only.is_none();
+                    if !quiet {
+                        out.push_str(&format!("  {note}\n"));
+                    }
+                }
+            }
+        }
+    }
+    print_out(out.trim_end());
+    Ok(if refused > 0 {
         ExitCode::from(1)
     } else {
         ExitCode::SUCCESS

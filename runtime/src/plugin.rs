@@ -76,6 +76,8 @@ pub struct Plugin {
     pub imports: Vec<String>,
     pub limits: Limits,
     pub grants: Grants,
+    /// Its digest, publisher and manifest, and what became of each grant (set by the registry).
+    pub admission: crate::policy::Admitted,
     pre: InstancePre<HostState>,
     /// One permit per call allowed to run at once.
     slots: Semaphore,
@@ -203,6 +205,7 @@ impl Plugin {
             queued: AtomicUsize::new(0),
             limits,
             grants,
+            admission: Default::default(),
             pre,
         })
     }

@@ -8,10 +8,12 @@ use anyhow::Result;
 use wasmtime::Engine;
 use wasmtime::component::Linker;
 
+use crate::audit::AuditLog;
 use crate::cache::Cache;
 use crate::grants::Grants;
 use crate::host;
 use crate::plugin::{Limits, Plugin, Tool, read_wasm};
+use crate::policy::Policy;
 
 /// Where a plugin comes from and what it may use.
 #[derive(Clone, Debug)]
@@ -28,6 +30,7 @@ pub struct Registry {
     plugins: Vec<Arc<Plugin>>,
     /// Tool name → (plugin, tool) indexes; a `BTreeMap` so listings come out in name order.
     tools: BTreeMap<String, (usize, usize)>,
+    audit: Option<Arc<AuditLog>>,
 }
 
 /// A plugin that did not load, and why.
@@ -50,6 +53,18 @@ impl Registry {
         sources: &[PluginSource],
         cache: Option<&Cache>,
     ) -> Result<(Self, Vec<LoadError>)> {
+        Self::load_checked(engine, sources, cache, &Policy::none())
+    }
+
+    /// [`Registry::load_cached`] under `policy`: each plugin's bytes are checked (signature,
+    /// allow rules, manifest) before they are compiled or taken from the cache, and it loads
+    /// with its effective grant.
+    pub fn load_checked(
+        engine: &Engine,
+        sources: &[PluginSource],
+        cache: Option<&Cache>,
+        policy: &Policy,
+    ) -> Result<(Self, Vec<LoadError>)> {
         let mut linker = Linker::new(engine);
         host::add_to_linker(&mut linker)?;
         let results: Vec<Result<Plugin>> = std::thread::scope(|scope| {
@@ -59,15 +74,18 @@ impl Registry {
                     let linker = &linker;
                     scope.spawn(move || {
                         let wasm = read_wasm(&source.path)?;
-                        Plugin::load(
+                        let admitted = crate::policy::admit(policy, source, &wasm)?;
+                        let mut plugin = Plugin::load(
                             engine,
                             linker,
                             &source.name,
                             &wasm,
-                            source.limits.clone(),
-                            source.grants.clone(),
+                            admitted.limits.clone(),
+                            admitted.grants.clone(),
                             cache,
-                        )
+                        )?;
+                        plugin.admission = admitted;
+                        Ok(plugin)
                     })
                 })
                 .collect();
@@ -81,6 +99,7 @@ impl Registry {
             engine: engine.clone(),
             plugins: Vec::new(),
             tools: BTreeMap::new(),
+            audit: None,
         };
         let mut errors = Vec::new();
         for (source, result) in sources.iter().zip(results) {
@@ -111,6 +130,15 @@ impl Registry {
                 .insert(tool.name.clone(), (plugin_index, tool_index));
         }
         self.plugins.push(Arc::new(plugin));
+    }
+
+    /// Records every call from now on in `audit`.
+    pub fn set_audit(&mut self, audit: Arc<AuditLog>) {
+        self.audit = Some(audit);
+    }
+
+    pub fn audit(&self) -> Option<&AuditLog> {
+        self.audit.as_deref()
     }
 
     pub fn engine(&self) -> &Engine {

@@ -18,6 +18,7 @@ use serde_json::json;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
+use crate::audit::{self, Outcome};
 use crate::host::{GuestEvent, Level, MAX_PENDING_EVENTS};
 use crate::registry::Registry;
 
@@ -101,6 +102,46 @@ impl MoatServer {
     }
 }
 
+impl MoatServer {
+    /// Writes the call's line in the audit log, when there is one.
+    fn audit(
+        &self,
+        context: &RequestContext<RoleServer>,
+        request: &CallToolRequestParams,
+        plugin: Option<&crate::plugin::Plugin>,
+        started: std::time::Instant,
+        outcome: Outcome,
+        error: Option<String>,
+    ) {
+        let Some(log) = self.registry.audit() else {
+            return;
+        };
+        let client = context
+            .peer
+            .peer_info()
+            .map(|info| format!("{} {}", info.client_info.name, info.client_info.version));
+        let session = context
+            .extensions
+            .get::<axum::http::request::Parts>()
+            .and_then(|parts| parts.headers.get("mcp-session-id"))
+            .and_then(|id| id.to_str().ok())
+            .map(str::to_string);
+        log.record(audit::Call {
+            client,
+            session,
+            plugin: plugin.map(|p| &*p.name),
+            digest: plugin.map(|p| p.admission.digest.as_str()),
+            tool: &request.name,
+            arguments: request.arguments.as_ref(),
+            duration: started.elapsed(),
+            outcome,
+            error,
+            // Filled in once the sandbox reports refused capability uses per call.
+            denied: Vec::new(),
+        });
+    }
+}
+
 impl ServerHandler for MoatServer {
     fn get_info(&self) -> ServerConfig {
         let mut info = ServerConfig::new(
@@ -142,7 +183,16 @@ impl ServerHandler for MoatServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
+        let started = std::time::Instant::now();
         let Some((plugin, tool)) = self.registry.find(&request.name) else {
+            self.audit(
+                &context,
+                &request,
+                None,
+                started,
+                Outcome::UnknownTool,
+                None,
+            );
             return Err(McpError::invalid_params(
                 format!("unknown tool \"{}\"", request.name),
                 None,
@@ -159,12 +209,19 @@ impl ServerHandler for MoatServer {
             outcome = call => outcome,
             () = context.ct.cancelled() => {
                 forwarder.abort();
+                self.audit(&context, &request, Some(plugin), started, Outcome::Cancelled, None);
                 tracing::info!(tool = tool.name, "call cancelled by the client");
                 return Err(McpError::internal_error("the call was cancelled", None));
             }
         };
         // The call is over and its sender dropped: flush what it reported before answering.
         let _ = forwarder.await;
+        let (audited, error) = match &outcome {
+            Ok(result) if result.is_error == Some(true) => (Outcome::ToolError, None),
+            Ok(_) => (Outcome::Ok, None),
+            Err(error) => (audit::outcome_of(error), Some(error.to_string())),
+        };
+        self.audit(&context, &request, Some(plugin), started, audited, error);
         Ok(match outcome {
             Ok(result) => result,
             Err(error) => {

@@ -8,6 +8,7 @@ mod hostile;
 mod shapes;
 mod text;
 mod time;
+mod trust;
 
 /// Every plugin crate is used by some test (wasmtime's `assert_test_exists`, by another route):
 /// a test module names its path constant, `plugins::NAME`.

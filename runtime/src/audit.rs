@@ -1,0 +1,275 @@
+//! The audit log: one JSON line per tool call, appended to a file only its owner can read.
+//!
+//! ```json
+//! {"time":"2026-11-30T09:00:00.123Z","client":"claude-code 1.2.0","session":"5c1f…",
+//!  "plugin":"notes","digest":"sha256:…","tool":"notes_read",
+//!  "arguments_sha256":"…","duration_ms":1.84,"outcome":"ok","denied":[]}
+//! ```
+//!
+//! Arguments are recorded by their digest (sha256 of their canonical JSON: object keys sorted, no
+//! whitespace), so a log holds no secrets by default but still shows two calls had equal
+//! arguments; `arguments` holds them in full only when the operator asks for it. A failed write
+//! is logged and never fails the call.
+
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use serde::Serialize;
+use serde_json::{Map, Value};
+use sha2::{Digest, Sha256};
+
+use crate::plugin::CallError;
+
+/// An open audit log.
+pub struct AuditLog {
+    path: PathBuf,
+    file: Mutex<File>,
+    include_arguments: bool,
+}
+
+/// How a call ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    /// A result.
+    Ok,
+    /// The tool's own error (`isError: true`, an `err` of a `result`).
+    ToolError,
+    /// Arguments that do not fit the tool; the guest never ran.
+    InvalidArguments,
+    /// The guest trapped: a panic, a limit, out of memory.
+    Trap,
+    /// Stopped at its deadline.
+    Deadline,
+    /// A result moat cannot hand on (too large, malformed).
+    BadResult,
+    /// Refused: too many calls running or waiting.
+    Busy,
+    /// The host could not set the call up.
+    SetupError,
+    /// Cancelled by the client.
+    Cancelled,
+    /// A tool that no plugin has.
+    UnknownTool,
+}
+
+/// One call, as it is written.
+#[derive(Debug, Serialize)]
+pub struct Record<'a> {
+    /// RFC 3339, UTC.
+    pub time: String,
+    /// The client's name and version, from its `initialize`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub client: Option<String>,
+    /// The MCP session (Streamable HTTP), when there is one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub session: Option<String>,
+    pub plugin: Option<&'a str>,
+    /// `sha256:` and the hex sha256 of the component's bytes.
+    pub digest: Option<&'a str>,
+    pub tool: &'a str,
+    pub arguments_sha256: String,
+    /// The arguments themselves, only when the log is set to include them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub arguments: Option<Value>,
+    pub duration_ms: f64,
+    pub outcome: Outcome,
+    /// The error's text, for any outcome but `ok`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Capability uses the sandbox refused during the call (a socket to a host not granted…).
+    pub denied: Vec<String>,
+}
+
+/// What the caller knows about one finished call.
+pub struct Call<'a> {
+    pub client: Option<String>,
+    pub session: Option<String>,
+    pub plugin: Option<&'a str>,
+    pub digest: Option<&'a str>,
+    pub tool: &'a str,
+    pub arguments: Option<&'a Map<String, Value>>,
+    pub duration: Duration,
+    pub outcome: Outcome,
+    pub error: Option<String>,
+    pub denied: Vec<String>,
+}
+
+impl AuditLog {
+    /// Opens `path` for appending, creating it readable and writable by its owner only.
+    pub fn open(path: &Path, include_arguments: bool) -> Result<Self> {
+        let file = OpenOptions::new()
+            .append(true)
+            .create(true)
+            .mode(0o600)
+            .open(path)
+            .with_context(|| format!("opening the audit log {}", path.display()))?;
+        Ok(Self {
+            path: path.to_path_buf(),
+            file: Mutex::new(file),
+            include_arguments,
+        })
+    }
+
+    /// Appends one line for `call`. A write that fails is logged, never returned.
+    pub fn record(&self, call: Call<'_>) {
+        let arguments = Value::Object(call.arguments.cloned().unwrap_or_default());
+        let record = Record {
+            time: jiff::Timestamp::now().to_string(),
+            client: call.client,
+            session: call.session,
+            plugin: call.plugin,
+            digest: call.digest,
+            tool: call.tool,
+            arguments_sha256: hex(&Sha256::digest(canonical_json(&arguments).as_bytes())),
+            arguments: self.include_arguments.then_some(arguments),
+            duration_ms: call.duration.as_secs_f64() * 1000.0,
+            outcome: call.outcome,
+            error: call.error,
+            denied: call.denied,
+        };
+        let mut line = serde_json::to_string(&record).expect("a record is plain JSON");
+        line.push('\n');
+        // One write per line on an O_APPEND file: lines from concurrent calls never interleave.
+        let written = self
+            .file
+            .lock()
+            .map_err(|_| std::io::Error::other("a writer panicked"))
+            .and_then(|mut file| file.write_all(line.as_bytes()));
+        if let Err(e) = written {
+            tracing::error!(
+                "could not write to the audit log {}: {e}",
+                self.path.display()
+            );
+        }
+    }
+}
+
+/// The outcome of a call that produced no result.
+pub fn outcome_of(error: &CallError) -> Outcome {
+    match error {
+        CallError::InvalidArguments(_) => Outcome::InvalidArguments,
+        CallError::DeadlineExceeded(_) => Outcome::Deadline,
+        CallError::Trap { .. } => Outcome::Trap,
+        CallError::BadResult(_) => Outcome::BadResult,
+        CallError::Busy { .. } => Outcome::Busy,
+        CallError::Setup(_) => Outcome::SetupError,
+    }
+}
+
+/// JSON with every object's keys sorted and no whitespace, so equal values hash equal.
+pub fn canonical_json(value: &Value) -> String {
+    match value {
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            let fields: Vec<String> = keys
+                .into_iter()
+                .map(|k| format!("{}:{}", Value::String(k.clone()), canonical_json(&map[k])))
+                .collect();
+            format!("{{{}}}", fields.join(","))
+        }
+        Value::Array(items) => {
+            let items: Vec<String> = items.iter().map(canonical_json).collect();
+            format!("[{}]", items.join(","))
+        }
+        other => other.to_string(),
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn canonical_json_sorts_keys_at_every_depth() {
+        let a: Value =
+            serde_json::from_str(r#"{"b": 1, "a": {"y": [1, {"d": 2, "c": 3}], "x": "é"}}"#)
+                .unwrap();
+        let b: Value =
+            serde_json::from_str(r#"{"a":{"x":"é","y":[1,{"c":3,"d":2}]},"b":1}"#).unwrap();
+        assert_eq!(
+            canonical_json(&a),
+            r#"{"a":{"x":"é","y":[1,{"c":3,"d":2}]},"b":1}"#
+        );
+        assert_eq!(canonical_json(&a), canonical_json(&b));
+    }
+
+    #[test]
+    fn a_failed_write_is_only_logged() {
+        // Every write to /dev/full fails (ENOSPC).
+        let log = AuditLog::open(Path::new("/dev/full"), false).unwrap();
+        log.record(Call {
+            client: None,
+            session: None,
+            plugin: None,
+            digest: None,
+            tool: "x",
+            arguments: None,
+            duration: Duration::ZERO,
+            outcome: Outcome::UnknownTool,
+            error: None,
+            denied: vec![],
+        });
+    }
+
+    #[test]
+    fn records_append_as_private_json_lines() {
+        let path = std::env::temp_dir().join(format!("moat-audit-{}.jsonl", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        let args: Map<String, Value> = serde_json::from_str(r#"{"secret": "hunter2"}"#).unwrap();
+        for include in [false, true] {
+            let log = AuditLog::open(&path, include).unwrap();
+            log.record(Call {
+                client: Some("test 1.0".into()),
+                session: None,
+                plugin: Some("notes"),
+                digest: Some("sha256:00"),
+                tool: "notes_read",
+                arguments: Some(&args),
+                duration: Duration::from_micros(1500),
+                outcome: Outcome::Ok,
+                error: None,
+                denied: vec![],
+            });
+        }
+        assert_eq!(
+            std::fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+        let text = std::fs::read_to_string(&path).unwrap();
+        let lines: Vec<Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(lines.len(), 2);
+        assert!(
+            !lines[0].to_string().contains("hunter2"),
+            "redacted by default"
+        );
+        assert_eq!(lines[1]["arguments"]["secret"], "hunter2");
+        assert_eq!(lines[0]["arguments_sha256"], lines[1]["arguments_sha256"]);
+        assert_eq!(
+            lines[0]["arguments_sha256"],
+            hex(&Sha256::digest(br#"{"secret":"hunter2"}"#))
+        );
+        assert_eq!(lines[0]["duration_ms"], 1.5);
+        assert_eq!(lines[0]["outcome"], "ok");
+        let time = lines[0]["time"].as_str().unwrap();
+        assert!(
+            time.ends_with('Z') && time.parse::<jiff::Timestamp>().is_ok(),
+            "{time}"
+        );
+        std::fs::remove_file(&path).unwrap();
+    }
+}

@@ -1,0 +1,916 @@
+//! The enterprise policy: an administrator's file that the operator's `moat.toml` cannot
+//! override. It says which plugins may load (by digest, publisher key or name), whether they
+//! must be signed, how far any grant may reach, and which transports moat may serve.
+//!
+//! ```toml
+//! require_signatures = true
+//! require_manifest = false
+//! transports = ["stdio", "http"]
+//! http_bind = ["127.0.0.1", "[::1]:8080"]   # an address alone allows any port
+//!
+//! [publishers]
+//! acme = "RWQf6LRCGA9i53mlYecO4IzT51TGPpvWucNSCh1CBM0QTaLn73Y7GFO3"   # minisign public key
+//!
+//! [[allow]]                  # a plugin loads only if one rule matches it; every key given must
+//! publisher = "acme"         # hold (publisher, sha256 = "…", name = "text*")
+//!
+//! [ceiling]                  # the most any grant may reach
+//! max_memory_mb = 128
+//! deadline_ms = 10000
+//! directories = [{ path = "/srv/moat", mode = "rw" }]
+//! env = ["LANG", "NOTES_*"]
+//! network = ["*.example.org"]
+//! ```
+//!
+//! Fail closed: a malformed policy stops moat, a plugin no rule allows does not load, and an
+//! absent ceiling key means "no ceiling" only because the key was left out on purpose. A plugin's
+//! effective grant is what it asks for (its [`Manifest`]), cut down to what the operator granted,
+//! cut down to the ceiling; every cut is reported with its reason.
+
+use std::fmt;
+use std::net::{IpAddr, SocketAddr};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::grants::{FileGrant, Grants};
+use crate::manifest::{self, Manifest, Mode};
+use crate::plugin::Limits;
+use crate::registry::PluginSource;
+use crate::signing::{self, SignatureError, TrustedKey};
+
+/// Where an administrator puts the policy; when present it is always in force.
+pub const SYSTEM_POLICY: &str = "/etc/moat/policy.toml";
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PolicyFile {
+    #[serde(default)]
+    require_signatures: bool,
+    #[serde(default)]
+    require_manifest: bool,
+    transports: Option<Vec<Transport>>,
+    http_bind: Option<Vec<String>>,
+    #[serde(default)]
+    publishers: std::collections::BTreeMap<String, String>,
+    #[serde(default)]
+    allow: Vec<AllowRule>,
+    #[serde(default)]
+    ceiling: CeilingFile,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CeilingFile {
+    max_memory_mb: Option<usize>,
+    deadline_ms: Option<u64>,
+    directories: Option<Vec<DirCeiling>>,
+    env: Option<Vec<String>>,
+    network: Option<Vec<HostPattern>>,
+}
+
+/// Which plugins may load: every condition given must hold.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AllowRule {
+    /// A plugin name pattern (`*` matches any run of characters).
+    pub name: Option<String>,
+    /// The sha256 of the component, in hex (a `sha256:` prefix is allowed).
+    pub sha256: Option<String>,
+    /// A publisher of `[publishers]` whose valid signature the plugin must carry.
+    pub publisher: Option<String>,
+}
+
+/// A transport moat may serve.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Transport {
+    Stdio,
+    Http,
+}
+
+/// A host directory under which grants may lie, and the widest mode they may have there.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DirCeiling {
+    pub path: PathBuf,
+    pub mode: Mode,
+}
+
+/// The ceilings on grants; `None` is no ceiling, an empty list allows nothing.
+#[derive(Clone, Debug, Default)]
+pub struct Ceiling {
+    pub max_memory_bytes: Option<usize>,
+    pub deadline: Option<Duration>,
+    pub directories: Option<Vec<DirCeiling>>,
+    pub env: Option<Vec<String>>,
+    pub network: Option<Vec<HostPattern>>,
+}
+
+/// A policy in force. [`Policy::none`] is what applies without a policy file.
+#[derive(Clone, Debug, Default)]
+pub struct Policy {
+    /// The file it came from, for messages; `None` for no policy.
+    pub source: Option<PathBuf>,
+    pub require_signatures: bool,
+    pub require_manifest: bool,
+    pub transports: Option<Vec<Transport>>,
+    http_bind: Option<Vec<(IpAddr, Option<u16>)>>,
+    pub publishers: Vec<TrustedKey>,
+    /// `None` without a policy file: every plugin may load.
+    pub allow: Option<Vec<AllowRule>>,
+    pub ceiling: Ceiling,
+}
+
+impl Policy {
+    /// No policy: every plugin loads, nothing is capped beyond the operator's config.
+    pub fn none() -> Self {
+        Self::default()
+    }
+
+    /// The policy in force: the system policy when it exists (and then `--policy` may only name
+    /// that same file), else the one named by `--policy`, else none.
+    pub fn resolve(explicit: Option<&Path>) -> Result<Self> {
+        let system = Path::new(SYSTEM_POLICY);
+        if system.exists() {
+            if let Some(path) = explicit
+                && std::fs::canonicalize(path).ok() != std::fs::canonicalize(system).ok()
+            {
+                bail!(
+                    "the system policy {SYSTEM_POLICY} is in force; --policy {} cannot replace it",
+                    path.display()
+                );
+            }
+            return Self::read(system);
+        }
+        explicit.map_or_else(|| Ok(Self::none()), Self::read)
+    }
+
+    /// Reads a policy file. Any error (unknown key, bad key, a file others may write) is fatal.
+    pub fn read(path: &Path) -> Result<Self> {
+        let meta =
+            std::fs::metadata(path).with_context(|| format!("reading {}", path.display()))?;
+        if meta.permissions().mode() & 0o022 != 0 {
+            bail!(
+                "the policy {} is writable by others than its owner; it must not be",
+                path.display()
+            );
+        }
+        let text =
+            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        let mut policy =
+            Self::parse(&text).with_context(|| format!("in the policy {}", path.display()))?;
+        policy.source = Some(path.to_path_buf());
+        Ok(policy)
+    }
+
+    /// Parses a policy's text.
+    pub fn parse(text: &str) -> Result<Self> {
+        let file: PolicyFile = toml::from_str(text)?;
+        let publishers = file
+            .publishers
+            .iter()
+            .map(|(name, key)| TrustedKey::parse(name, key))
+            .collect::<Result<Vec<_>>>()?;
+        for (index, rule) in file.allow.iter().enumerate() {
+            let n = index + 1;
+            if rule.name.is_none() && rule.sha256.is_none() && rule.publisher.is_none() {
+                bail!(
+                    "[[allow]] rule {n} names no condition; write name = \"*\" to allow any plugin"
+                );
+            }
+            if let Some(p) = &rule.publisher
+                && !file.publishers.contains_key(p)
+            {
+                bail!("[[allow]] rule {n} names publisher \"{p}\", which [publishers] lacks");
+            }
+            if let Some(digest) = &rule.sha256 {
+                let hex = digest.strip_prefix("sha256:").unwrap_or(digest);
+                if hex.len() != 64 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+                    bail!("[[allow]] rule {n}: sha256 \"{digest}\" is not 64 hex digits");
+                }
+            }
+        }
+        let http_bind = file
+            .http_bind
+            .map(|binds| {
+                binds
+                    .iter()
+                    .map(|b| parse_bind(b))
+                    .collect::<Result<Vec<_>>>()
+            })
+            .transpose()?;
+        let directories = file
+            .ceiling
+            .directories
+            .map(|dirs| {
+                dirs.into_iter()
+                    .map(|mut dir| {
+                        if !dir.path.is_absolute() {
+                            bail!("ceiling directory {} must be absolute", dir.path.display());
+                        }
+                        // Grants are canonical; compare like with like where the folder exists.
+                        if let Ok(canonical) = dir.path.canonicalize() {
+                            dir.path = canonical;
+                        }
+                        Ok(dir)
+                    })
+                    .collect::<Result<Vec<_>>>()
+            })
+            .transpose()?;
+        Ok(Self {
+            source: None,
+            require_signatures: file.require_signatures,
+            require_manifest: file.require_manifest,
+            transports: file.transports,
+            http_bind,
+            publishers,
+            allow: Some(file.allow),
+            ceiling: Ceiling {
+                max_memory_bytes: file.ceiling.max_memory_mb.map(|mb| mb << 20),
+                deadline: file.ceiling.deadline_ms.map(Duration::from_millis),
+                directories,
+                env: file.ceiling.env,
+                network: file.ceiling.network,
+            },
+        })
+    }
+
+    fn name(&self) -> String {
+        match &self.source {
+            Some(path) => format!("the policy {}", path.display()),
+            None => "the policy".into(),
+        }
+    }
+
+    /// Refuses a transport the policy does not allow.
+    pub fn check_transport(&self, transport: Transport, addr: Option<SocketAddr>) -> Result<()> {
+        if let Some(allowed) = &self.transports
+            && !allowed.contains(&transport)
+        {
+            bail!("{} does not allow serving over {transport:?}", self.name());
+        }
+        if let (Some(binds), Some(addr)) = (&self.http_bind, addr)
+            && !binds
+                .iter()
+                .any(|(ip, port)| *ip == addr.ip() && port.is_none_or(|p| p == addr.port()))
+        {
+            bail!("{} does not allow binding {addr}", self.name());
+        }
+        Ok(())
+    }
+
+    /// Decides whether the plugin `source`, whose bytes are `wasm`, may load, and with what.
+    /// `signature` is its detached minisign signature, if it has one.
+    pub fn admit(
+        &self,
+        source: &PluginSource,
+        wasm: &[u8],
+        signature: Option<&str>,
+    ) -> Result<Admitted> {
+        let digest = digest(wasm);
+        let publisher = self.publisher(wasm, signature)?;
+        let mut allowed_by = "no policy is in force".to_string();
+        if let Some(rules) = &self.allow {
+            let why_not: Vec<String> = rules
+                .iter()
+                .enumerate()
+                .filter_map(|(i, rule)| {
+                    rule_mismatch(rule, &source.name, &digest, publisher.as_deref())
+                        .map(|why| format!("rule {}: {why}", i + 1))
+                })
+                .collect();
+            if why_not.len() == rules.len() {
+                if rules.is_empty() {
+                    bail!(
+                        "{} has no [[allow]] rule, so it allows no plugin",
+                        self.name()
+                    );
+                }
+                bail!(
+                    "{} allows no plugin like this one ({}; {digest}): {}",
+                    self.name(),
+                    source.name,
+                    why_not.join("; ")
+                );
+            }
+            let matched = (0..rules.len())
+                .find(|&i| {
+                    rule_mismatch(&rules[i], &source.name, &digest, publisher.as_deref()).is_none()
+                })
+                .expect("some rule matched");
+            allowed_by = format!("[[allow]] rule {} of {}", matched + 1, self.name());
+        }
+        let manifest = manifest::read(wasm)?;
+        if self.require_manifest && manifest.is_none() {
+            bail!(
+                "{} requires a permission manifest, and the component has no `{}` section",
+                self.name(),
+                manifest::MANIFEST_SECTION
+            );
+        }
+        let (limits, grants, notes) = effective(
+            manifest.as_ref(),
+            &source.limits,
+            &source.grants,
+            &self.ceiling,
+        );
+        Ok(Admitted {
+            digest,
+            publisher,
+            allowed_by,
+            manifest,
+            notes,
+            limits,
+            grants,
+        })
+    }
+
+    /// The publisher whose signature the plugin carries; an error when a signature is required
+    /// and missing, or present but not valid.
+    fn publisher(&self, wasm: &[u8], signature: Option<&str>) -> Result<Option<String>> {
+        let names = || {
+            let names: Vec<&str> = self
+                .publishers
+                .iter()
+                .map(|k| k.publisher.as_str())
+                .collect();
+            names.join(", ")
+        };
+        let Some(signature) = signature else {
+            if self.require_signatures {
+                bail!(
+                    "{} requires a signature by one of its publishers ({}), and the plugin is unsigned",
+                    self.name(),
+                    names()
+                );
+            }
+            return Ok(None);
+        };
+        if self.publishers.is_empty() && !self.require_signatures {
+            return Ok(None);
+        }
+        match signing::verify(wasm, signature, &self.publishers) {
+            Ok(key) => Ok(Some(key.publisher.clone())),
+            Err(e @ SignatureError::UnknownKey { .. }) if !self.require_signatures => {
+                tracing::warn!("{e}; loading it as unsigned");
+                Ok(None)
+            }
+            Err(e) => bail!("refused by {}: {e}", self.name()),
+        }
+    }
+}
+
+/// Checks the plugin at `source` (bytes `wasm`, read once) against `policy`, reading its
+/// detached signature, and logs what became of its grants. The error says why it may not load.
+pub fn admit(policy: &Policy, source: &PluginSource, wasm: &[u8]) -> Result<Admitted> {
+    let signature = signing::read_detached(&source.path)?;
+    let admitted = policy
+        .admit(source, wasm, signature.as_deref())
+        .with_context(|| format!("plugin \"{}\" is not loaded", source.name))?;
+    admitted.log(&source.name);
+    Ok(admitted)
+}
+
+/// What a plugin may load with, and why.
+#[derive(Clone, Debug, Default)]
+pub struct Admitted {
+    /// `sha256:` and the hex sha256 of the component's bytes.
+    pub digest: String,
+    /// The publisher whose signature the plugin carries, if any.
+    pub publisher: Option<String>,
+    /// Why it may load: the allow rule that matched.
+    pub allowed_by: String,
+    pub manifest: Option<Manifest>,
+    /// The fate of every grant and limit.
+    pub notes: Vec<Note>,
+    pub limits: Limits,
+    pub grants: Grants,
+}
+
+impl Admitted {
+    /// Logs the notes: cuts as warnings, the rest quieter.
+    pub fn log(&self, plugin: &str) {
+        for note in &self.notes {
+            match note.fate {
+                Fate::Cut | Fate::Narrowed => tracing::warn!(plugin, "{note}"),
+                Fate::Missing => tracing::info!(plugin, "{note}"),
+                Fate::Granted => tracing::debug!(plugin, "{note}"),
+            }
+        }
+    }
+}
+
+/// What became of one grant or limit.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Note {
+    /// The grant, as the operator wrote it (`directory /srv/a at /a (rw)`, `env TOKEN`…).
+    pub grant: String,
+    pub fate: Fate,
+    pub reason: String,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Fate {
+    /// Given as the operator wrote it.
+    Granted,
+    /// Given, but narrower (read-only, a lower limit).
+    Narrowed,
+    /// Not given.
+    Cut,
+    /// The plugin asks for it, and the operator did not grant it (all of it).
+    Missing,
+}
+
+impl fmt::Display for Note {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let fate = match self.fate {
+            Fate::Granted => "granted",
+            Fate::Narrowed => "narrowed",
+            Fate::Cut => "cut",
+            Fate::Missing => "not granted",
+        };
+        write!(f, "{}: {fate}: {}", self.grant, self.reason)
+    }
+}
+
+fn note(grant: impl Into<String>, fate: Fate, reason: impl Into<String>) -> Note {
+    Note {
+        grant: grant.into(),
+        fate,
+        reason: reason.into(),
+    }
+}
+
+/// The effective grant: requested ∩ operator ∩ ceiling. Without a manifest the plugin's needs
+/// are unknown, and the operator's grants stand (within the ceiling).
+pub fn effective(
+    manifest: Option<&Manifest>,
+    limits: &Limits,
+    grants: &Grants,
+    ceiling: &Ceiling,
+) -> (Limits, Grants, Vec<Note>) {
+    let mut notes = Vec::new();
+    let mut out = Grants::default();
+
+    for grant in &grants.files {
+        let mut mode = Mode::from_writable(grant.writable);
+        let label = format!(
+            "directory {} at {} ({})",
+            grant.host.display(),
+            grant.guest,
+            mode.as_str()
+        );
+        let mut narrowed = Vec::new();
+        if let Some(manifest) = manifest {
+            let asked = manifest
+                .files
+                .iter()
+                .filter(|r| guest_within(&grant.guest, &r.guest))
+                .map(|r| r.mode)
+                .max();
+            match asked {
+                None => {
+                    notes.push(note(
+                        label,
+                        Fate::Cut,
+                        format!(
+                            "beyond the request: the plugin does not ask for {}",
+                            grant.guest
+                        ),
+                    ));
+                    continue;
+                }
+                Some(asked) if asked < mode => {
+                    mode = asked;
+                    narrowed.push("the plugin asks for it read-only".to_string());
+                }
+                Some(_) => {}
+            }
+        }
+        if let Some(dirs) = &ceiling.directories {
+            let allowed = dirs
+                .iter()
+                .filter(|c| grant.host.starts_with(&c.path))
+                .map(|c| c.mode)
+                .max();
+            match allowed {
+                None => {
+                    let list: Vec<String> =
+                        dirs.iter().map(|d| d.path.display().to_string()).collect();
+                    notes.push(note(
+                        label,
+                        Fate::Cut,
+                        format!(
+                            "the policy allows directories only beneath [{}]",
+                            list.join(", ")
+                        ),
+                    ));
+                    continue;
+                }
+                Some(allowed) if allowed < mode => {
+                    mode = allowed;
+                    narrowed.push("the policy allows it read-only".to_string());
+                }
+                Some(_) => {}
+            }
+        }
+        notes.push(if narrowed.is_empty() {
+            note(label, Fate::Granted, granted_reason(manifest.is_some()))
+        } else {
+            note(
+                label,
+                Fate::Narrowed,
+                format!("read-only: {}", narrowed.join("; ")),
+            )
+        });
+        out.files.push(FileGrant {
+            writable: mode == Mode::ReadWrite,
+            ..grant.clone()
+        });
+    }
+    if let Some(manifest) = manifest {
+        for asked in &manifest.files {
+            if !out
+                .files
+                .iter()
+                .any(|g| guest_within(&g.guest, &asked.guest))
+            {
+                notes.push(note(
+                    format!("directory at {} ({})", asked.guest, asked.mode.as_str()),
+                    Fate::Missing,
+                    "the plugin asks for it; the operator grants no such directory",
+                ));
+            }
+        }
+    }
+
+    for (name, value) in &grants.env {
+        let label = format!("env {name}");
+        if manifest.is_some_and(|m| !m.env.contains(name)) {
+            notes.push(note(
+                label,
+                Fate::Cut,
+                format!("beyond the request: the plugin does not ask for {name}"),
+            ));
+            continue;
+        }
+        if let Some(allowed) = &ceiling.env
+            && !allowed.iter().any(|pattern| glob_match(pattern, name))
+        {
+            notes.push(note(
+                label,
+                Fate::Cut,
+                format!(
+                    "the policy allows only the variables [{}]",
+                    allowed.join(", ")
+                ),
+            ));
+            continue;
+        }
+        notes.push(note(
+            label,
+            Fate::Granted,
+            granted_reason(manifest.is_some()),
+        ));
+        out.env.push((name.clone(), value.clone()));
+    }
+    if let Some(manifest) = manifest {
+        for name in &manifest.env {
+            if !out.env.iter().any(|(n, _)| n == name) {
+                notes.push(note(
+                    format!("env {name}"),
+                    Fate::Missing,
+                    "the plugin asks for it; not granted",
+                ));
+            }
+        }
+    }
+
+    let mut limits = limits.clone();
+    limits.max_memory_bytes = narrow_limit(
+        "memory",
+        limits.max_memory_bytes,
+        manifest.and_then(|m| m.max_memory_mb).map(|mb| mb << 20),
+        ceiling.max_memory_bytes,
+        |bytes| format!("{} MB", bytes >> 20),
+        &mut notes,
+    );
+    limits.deadline = narrow_limit(
+        "deadline",
+        limits.deadline,
+        manifest
+            .and_then(|m| m.deadline_ms)
+            .map(Duration::from_millis),
+        ceiling.deadline,
+        |d| format!("{} ms", d.as_millis()),
+        &mut notes,
+    );
+
+    if let Some(manifest) = manifest {
+        // Moat grants no network yet: whatever the plugin asks for is reported, never granted.
+        let (_, network_notes) =
+            narrow_network(Some(&manifest.network), &[], ceiling.network.as_deref());
+        notes.extend(network_notes);
+    }
+    (limits, out, notes)
+}
+
+fn granted_reason(has_manifest: bool) -> &'static str {
+    if has_manifest {
+        "the plugin asks for it, and the policy allows it"
+    } else {
+        "the plugin has no manifest, so the operator's grant stands; the policy allows it"
+    }
+}
+
+/// A limit: the operator's value, lowered to what the plugin asks for and to the ceiling.
+fn narrow_limit<T: Copy + Ord>(
+    name: &str,
+    operator: T,
+    asked: Option<T>,
+    ceiling: Option<T>,
+    show: impl Fn(T) -> String,
+    notes: &mut Vec<Note>,
+) -> T {
+    let mut value = operator;
+    let mut reasons = vec![format!("the operator allows {}", show(operator))];
+    let mut fate = Fate::Granted;
+    if let Some(asked) = asked {
+        if asked < value {
+            value = asked;
+            reasons.push(format!("the plugin asks for {}", show(asked)));
+        } else if asked > value {
+            fate = Fate::Missing;
+            reasons.push(format!(
+                "the plugin asks for {}, more than that",
+                show(asked)
+            ));
+        }
+    }
+    if let Some(ceiling) = ceiling
+        && ceiling < value
+    {
+        value = ceiling;
+        fate = Fate::Narrowed;
+        reasons.push(format!("the policy caps it at {}", show(ceiling)));
+    }
+    notes.push(note(
+        format!("{name} = {}", show(value)),
+        fate,
+        reasons.join("; "),
+    ));
+    value
+}
+
+/// The network part of the effective grant: each granted pattern, narrowed to what the plugin
+/// asks for (when it has a manifest) and to the ceiling. Operator grants of network access plug
+/// in here as `granted`.
+pub fn narrow_network(
+    requested: Option<&[HostPattern]>,
+    granted: &[HostPattern],
+    ceiling: Option<&[HostPattern]>,
+) -> (Vec<HostPattern>, Vec<Note>) {
+    let mut notes = Vec::new();
+    let mut out = Vec::new();
+    for grant in granted {
+        let label = format!("network {grant}");
+        let mut kept = vec![grant.clone()];
+        if let Some(requested) = requested {
+            kept = intersect(&kept, requested);
+            if kept.is_empty() {
+                notes.push(note(
+                    label,
+                    Fate::Cut,
+                    "beyond the request: the plugin asks for no such host",
+                ));
+                continue;
+            }
+        }
+        if let Some(ceiling) = ceiling {
+            kept = intersect(&kept, ceiling);
+            if kept.is_empty() {
+                notes.push(note(
+                    label,
+                    Fate::Cut,
+                    "outside the hosts the policy allows",
+                ));
+                continue;
+            }
+        }
+        if kept.as_slice() == std::slice::from_ref(grant) {
+            notes.push(note(
+                label,
+                Fate::Granted,
+                "asked for, and within the policy",
+            ));
+        } else {
+            let shown: Vec<String> = kept.iter().map(ToString::to_string).collect();
+            notes.push(note(
+                label,
+                Fate::Narrowed,
+                format!("narrowed to [{}]", shown.join(", ")),
+            ));
+        }
+        out.extend(kept);
+    }
+    for asked in requested.unwrap_or_default() {
+        if !out.iter().any(|g| g.covers(asked)) {
+            notes.push(note(
+                format!("network {asked}"),
+                Fate::Missing,
+                "the plugin asks for it; not granted",
+            ));
+        }
+    }
+    (out, notes)
+}
+
+/// The patterns in both lists: a pattern of one that the other covers.
+fn intersect(a: &[HostPattern], b: &[HostPattern]) -> Vec<HostPattern> {
+    let mut out: Vec<HostPattern> = Vec::new();
+    for x in a {
+        for y in b {
+            let narrower = if y.covers(x) {
+                x
+            } else if x.covers(y) {
+                y
+            } else {
+                continue;
+            };
+            if !out.contains(narrower) {
+                out.push(narrower.clone());
+            }
+        }
+    }
+    out
+}
+
+/// A host pattern: `[scheme://]host[:port]`, where the host may be `*` or start with `*.`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct HostPattern {
+    pub scheme: Option<String>,
+    /// Lower-case; `*` for any host, `*.example.org` for any host beneath example.org.
+    pub host: String,
+    pub port: Option<u16>,
+}
+
+impl HostPattern {
+    /// Whether every host, port and scheme `other` allows, this one allows too.
+    pub fn covers(&self, other: &HostPattern) -> bool {
+        let scheme = self.scheme.is_none() || self.scheme == other.scheme;
+        let port = self.port.is_none() || self.port == other.port;
+        let host = match self.host.strip_prefix("*.") {
+            _ if self.host == "*" => true,
+            Some(suffix) => {
+                other
+                    .host
+                    .strip_prefix("*.")
+                    .unwrap_or(&other.host)
+                    .strip_suffix(suffix)
+                    .is_some_and(|rest| rest.ends_with('.'))
+                    || other.host == self.host
+            }
+            None => other.host == self.host,
+        };
+        scheme && port && host
+    }
+}
+
+impl TryFrom<String> for HostPattern {
+    type Error = String;
+
+    fn try_from(text: String) -> Result<Self, String> {
+        let (scheme, rest) = match text.split_once("://") {
+            Some((scheme, rest)) => (Some(scheme.to_ascii_lowercase()), rest),
+            None => (None, text.as_str()),
+        };
+        // `[v6]:port` keeps its brackets; elsewhere the last `:` starts the port.
+        let split = match rest.strip_prefix('[') {
+            Some(v6) => match v6.split_once(']') {
+                Some((ip, "")) => (&rest[..ip.len() + 2], None),
+                Some((ip, port)) => (
+                    &rest[..ip.len() + 2],
+                    Some(port.strip_prefix(':').unwrap_or(port)),
+                ),
+                None => return Err(format!("host pattern \"{text}\": unclosed `[`")),
+            },
+            None => match rest.rsplit_once(':') {
+                Some((host, port)) => (host, Some(port)),
+                None => (rest, None),
+            },
+        };
+        let (host, port) = match split {
+            (host, Some(port)) => {
+                let port = port
+                    .parse()
+                    .map_err(|_| format!("host pattern \"{text}\": bad port \"{port}\""))?;
+                (host, Some(port))
+            }
+            (host, None) => (host, None),
+        };
+        let host = host.to_ascii_lowercase();
+        let wildcard_ok = host == "*" || !host.trim_start_matches("*.").contains('*');
+        if host.is_empty() || host.contains('/') || !wildcard_ok {
+            return Err(format!(
+                "host pattern \"{text}\" must be [scheme://]host[:port], with `*` or `*.` only at the start of the host"
+            ));
+        }
+        Ok(Self { scheme, host, port })
+    }
+}
+
+impl From<HostPattern> for String {
+    fn from(pattern: HostPattern) -> String {
+        pattern.to_string()
+    }
+}
+
+impl fmt::Display for HostPattern {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(scheme) = &self.scheme {
+            write!(f, "{scheme}://")?;
+        }
+        f.write_str(&self.host)?;
+        if let Some(port) = self.port {
+            write!(f, ":{port}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Why `rule` does not match a plugin, or `None` when it does.
+fn rule_mismatch(
+    rule: &AllowRule,
+    name: &str,
+    digest: &str,
+    publisher: Option<&str>,
+) -> Option<String> {
+    let mut why = Vec::new();
+    if let Some(pattern) = &rule.name
+        && !glob_match(pattern, name)
+    {
+        why.push(format!("name is not \"{pattern}\""));
+    }
+    if let Some(wanted) = &rule.sha256 {
+        let wanted = wanted.strip_prefix("sha256:").unwrap_or(wanted);
+        if !digest.ends_with(&wanted.to_ascii_lowercase()) {
+            why.push(format!("digest is not sha256:{wanted}"));
+        }
+    }
+    if let Some(wanted) = &rule.publisher
+        && publisher != Some(wanted.as_str())
+    {
+        why.push(format!("not signed by \"{wanted}\""));
+    }
+    (!why.is_empty()).then(|| why.join(", "))
+}
+
+/// `*` matches any run of characters; everything else matches itself.
+pub fn glob_match(pattern: &str, text: &str) -> bool {
+    match pattern.split_once('*') {
+        None => pattern == text,
+        Some((head, tail)) => {
+            let Some(rest) = text.strip_prefix(head) else {
+                return false;
+            };
+            (0..=rest.len())
+                .filter(|&i| rest.is_char_boundary(i))
+                .any(|i| glob_match(tail, &rest[i..]))
+        }
+    }
+}
+
+/// Whether guest path `path` is `dir` or beneath it.
+fn guest_within(path: &str, dir: &str) -> bool {
+    Path::new(path).starts_with(Path::new(dir))
+}
+
+fn parse_bind(text: &str) -> Result<(IpAddr, Option<u16>)> {
+    if let Ok(addr) = text.parse::<SocketAddr>() {
+        return Ok((addr.ip(), Some(addr.port())));
+    }
+    let ip = text.trim_start_matches('[').trim_end_matches(']');
+    let ip = ip
+        .parse()
+        .with_context(|| format!("http_bind \"{text}\" is neither an address nor address:port"))?;
+    Ok((ip, None))
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The digest of a plugin file, as the policy and the audit log write it.
+pub fn digest(wasm: &[u8]) -> String {
+    format!("sha256:{}", hex(&Sha256::digest(wasm)))
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,232 @@
+use super::*;
+use crate::manifest::RequestedDir;
+
+fn pattern(text: &str) -> HostPattern {
+    HostPattern::try_from(text.to_string()).unwrap()
+}
+
+#[test]
+fn globs_match_names() {
+    assert!(glob_match("text*", "text_tools"));
+    assert!(glob_match("*", ""));
+    assert!(glob_match("a*c*e", "abcde"));
+    assert!(!glob_match("text*", "notes"));
+    assert!(!glob_match("echo", "echo2"));
+}
+
+#[test]
+fn host_patterns_parse_and_cover() {
+    let p = pattern("https://API.example.org:443");
+    assert_eq!(p.to_string(), "https://api.example.org:443");
+    assert!(pattern("*.example.org").covers(&p));
+    assert!(pattern("*.example.org").covers(&pattern("*.a.example.org")));
+    assert!(!pattern("*.example.org").covers(&pattern("example.org.evil.com")));
+    assert!(!pattern("*.example.org").covers(&pattern("badexample.org")));
+    assert!(!pattern("http://api.example.org").covers(&p));
+    assert!(!pattern("api.example.org:80").covers(&p));
+    assert!(!p.covers(&pattern("*.example.org")));
+    assert!(pattern("*").covers(&p));
+    assert_eq!(pattern("[::1]").host, "[::1]");
+    assert_eq!(pattern("http://[::1]:8080").port, Some(8080));
+    for bad in ["", "a*b.org", "https://x.org/path", "x.org:http", "[::1"] {
+        assert!(HostPattern::try_from(bad.to_string()).is_err(), "{bad}");
+    }
+}
+
+#[test]
+fn network_grants_narrow_to_request_and_ceiling() {
+    let requested = [pattern("api.example.org"), pattern("files.other.net")];
+    let granted = [pattern("*.example.org"), pattern("evil.com")];
+    let ceiling = [pattern("*.org")];
+    let (out, notes) = narrow_network(Some(&requested), &granted, Some(&ceiling));
+    assert_eq!(out, [pattern("api.example.org")]);
+    let fates: Vec<(&str, Fate)> = notes.iter().map(|n| (n.grant.as_str(), n.fate)).collect();
+    assert_eq!(
+        fates,
+        [
+            ("network *.example.org", Fate::Narrowed),
+            ("network evil.com", Fate::Cut),
+            ("network files.other.net", Fate::Missing),
+        ]
+    );
+}
+
+fn dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir()
+        .join(format!("moat-policy-{}", std::process::id()))
+        .join(name);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.canonicalize().unwrap()
+}
+
+fn operator_grants() -> Grants {
+    Grants {
+        files: vec![
+            FileGrant {
+                host: dir("notes"),
+                guest: "/notes".into(),
+                writable: true,
+            },
+            FileGrant {
+                host: dir("home"),
+                guest: "/home".into(),
+                writable: false,
+            },
+        ],
+        env: vec![
+            ("TITLE".into(), "Mine".into()),
+            ("AWS_SECRET".into(), "x".into()),
+        ],
+    }
+}
+
+#[test]
+fn the_effective_grant_is_request_operator_and_ceiling() {
+    let manifest = Manifest {
+        files: vec![
+            RequestedDir {
+                guest: "/notes".into(),
+                mode: Mode::ReadOnly,
+            },
+            RequestedDir {
+                guest: "/cache".into(),
+                mode: Mode::ReadWrite,
+            },
+        ],
+        env: vec!["TITLE".into()],
+        max_memory_mb: Some(32),
+        deadline_ms: Some(60_000),
+        ..Manifest::default()
+    };
+    let ceiling = Ceiling {
+        deadline: Some(Duration::from_secs(10)),
+        ..Ceiling::default()
+    };
+    let (limits, grants, notes) = effective(
+        Some(&manifest),
+        &Limits::default(),
+        &operator_grants(),
+        &ceiling,
+    );
+    assert_eq!(grants.files.len(), 1);
+    assert_eq!(grants.files[0].guest, "/notes");
+    assert!(!grants.files[0].writable, "the plugin asks for read-only");
+    assert_eq!(grants.env, [("TITLE".to_string(), "Mine".to_string())]);
+    assert_eq!(limits.max_memory_bytes, 32 << 20);
+    assert_eq!(limits.deadline, Duration::from_secs(10));
+
+    let fate = |grant: &str| {
+        notes
+            .iter()
+            .find(|n| n.grant.starts_with(grant))
+            .unwrap_or_else(|| panic!("no note on {grant}: {notes:#?}"))
+            .clone()
+    };
+    assert_eq!(fate("directory").fate, Fate::Narrowed);
+    let home = notes.iter().find(|n| n.grant.contains("at /home")).unwrap();
+    assert_eq!(home.fate, Fate::Cut);
+    assert!(home.reason.contains("does not ask for /home"), "{home}");
+    assert_eq!(fate("directory at /cache").fate, Fate::Missing);
+    assert_eq!(fate("env AWS_SECRET").fate, Fate::Cut);
+    assert_eq!(fate("env TITLE").fate, Fate::Granted);
+    assert_eq!(fate("deadline").fate, Fate::Narrowed);
+    assert!(
+        fate("deadline")
+            .reason
+            .contains("policy caps it at 10000 ms")
+    );
+    assert_eq!(fate("memory").fate, Fate::Granted);
+    assert!(
+        notes.iter().all(|n| !n.to_string().contains("x\"")),
+        "no values in notes"
+    );
+}
+
+#[test]
+fn without_a_manifest_the_operator_grant_stands_within_the_ceiling() {
+    let ceiling = Ceiling {
+        directories: Some(vec![DirCeiling {
+            path: dir("notes"),
+            mode: Mode::ReadOnly,
+        }]),
+        env: Some(vec!["TIT*".into()]),
+        max_memory_bytes: Some(64 << 20),
+        ..Ceiling::default()
+    };
+    let (limits, grants, notes) = effective(None, &Limits::default(), &operator_grants(), &ceiling);
+    assert_eq!(grants.files.len(), 1);
+    assert!(!grants.files[0].writable, "the ceiling is read-only");
+    assert_eq!(grants.env.len(), 1);
+    assert_eq!(limits.max_memory_bytes, 64 << 20);
+    let home = notes.iter().find(|n| n.grant.contains("at /home")).unwrap();
+    assert!(home.reason.contains("only beneath"), "{home}");
+    let secret = notes.iter().find(|n| n.grant == "env AWS_SECRET").unwrap();
+    assert!(
+        secret
+            .reason
+            .contains("policy allows only the variables [TIT*]"),
+        "{secret}"
+    );
+}
+
+#[test]
+fn malformed_policies_are_errors() {
+    for (text, expected) in [
+        (
+            "require_signature = true",
+            "unknown field `require_signature`",
+        ),
+        ("[[allow]]\n", "names no condition"),
+        (
+            "[[allow]]\npublisher = \"acme\"\n",
+            "which [publishers] lacks",
+        ),
+        ("[[allow]]\nsha256 = \"abc\"\n", "not 64 hex digits"),
+        (
+            "[publishers]\nacme = \"nope\"\n",
+            "not a minisign public key",
+        ),
+        ("transports = [\"smoke\"]", "unknown variant"),
+        ("http_bind = [\"localhost\"]", "neither an address"),
+        ("[ceiling]\nnetwork = [\"a*b\"]\n", "host pattern"),
+        (
+            "[ceiling]\ndirectories = [{ path = \"rel\", mode = \"ro\" }]\n",
+            "must be absolute",
+        ),
+    ] {
+        let error = Policy::parse(text).unwrap_err();
+        assert!(format!("{error:#}").contains(expected), "{text}: {error:#}");
+    }
+}
+
+#[test]
+fn transports_and_binds_are_checked() {
+    let policy =
+        Policy::parse("transports = [\"http\"]\nhttp_bind = [\"127.0.0.1\", \"[::1]:8080\"]\n")
+            .unwrap();
+    assert!(policy.check_transport(Transport::Stdio, None).is_err());
+    assert!(
+        policy
+            .check_transport(Transport::Http, Some("127.0.0.1:9".parse().unwrap()))
+            .is_ok()
+    );
+    assert!(
+        policy
+            .check_transport(Transport::Http, Some("[::1]:8080".parse().unwrap()))
+            .is_ok()
+    );
+    let error = policy
+        .check_transport(Transport::Http, Some("0.0.0.0:80".parse().unwrap()))
+        .unwrap_err();
+    assert!(
+        error
+            .to_string()
+            .contains("does not allow binding 0.0.0.0:80"),
+        "{error}"
+    );
+    assert!(
+        Policy::none()
+            .check_transport(Transport::Stdio, None)
+            .is_ok()
+    );
+}
