@@ -17,6 +17,7 @@ pub mod grants;
 pub mod host;
 pub mod hosts;
 pub mod http;
+pub mod network;
 pub mod output;
 pub mod plugin;
 pub mod registry;

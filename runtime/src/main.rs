@@ -33,6 +33,9 @@ enum Command {
         /// A moat.toml naming plugins and their limits.
         #[arg(long)]
         config: Option<PathBuf>,
+        /// The secrets file for `${secret:NAME}` in moat.toml, instead of the one it names.
+        #[arg(long, requires = "config")]
+        secrets: Option<PathBuf>,
         /// Serve Streamable HTTP at http://ADDRESS/mcp instead of stdio, e.g. 127.0.0.1:8080.
         #[arg(long, value_name = "ADDRESS")]
         http: Option<std::net::SocketAddr>,
@@ -106,8 +109,9 @@ async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Serve {
             plugins,
             config,
+            secrets,
             http,
-        } => serve(plugins, config, http).await,
+        } => serve(plugins, config, secrets, http).await,
         Command::Inspect { plugin, json } => inspect(plugin, json),
         Command::Call {
             plugin,
@@ -149,11 +153,12 @@ async fn run(cli: Cli) -> Result<ExitCode> {
 async fn serve(
     paths: Vec<PathBuf>,
     config_path: Option<PathBuf>,
+    secrets: Option<PathBuf>,
     http: Option<std::net::SocketAddr>,
 ) -> Result<ExitCode> {
     let mut sources = config::sources_from_paths(&paths)?;
     if let Some(path) = config_path {
-        sources.extend(config::read(&path)?);
+        sources.extend(config::read_with_secrets(&path, secrets.as_deref())?);
     }
     let mut names = std::collections::HashSet::new();
     if let Some(dup) = sources.iter().find(|s| !names.insert(s.name.clone())) {
