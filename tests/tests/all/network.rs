@@ -257,3 +257,22 @@ async fn raw_tcp_needs_a_grant_naming_the_ip_address() {
     );
     assert!(other.seen().is_empty());
 }
+
+#[tokio::test]
+async fn https_to_a_server_without_tls_fails_cleanly() {
+    let server = hello_server().await;
+    let dir = ConfigDir::new();
+    let plugin = hostile_with(
+        &dir,
+        &format!("network = [\"https://127.0.0.1:{}\"]", server.port()),
+    );
+    let url = format!("https://127.0.0.1:{}/", server.port());
+    let text = tool_error(try_call(&plugin, "hostile_http_get", json!({ "url": url })).await);
+    assert!(!text.contains("denied"), "the grant covers it: {text}");
+    assert!(
+        server.seen().is_empty(),
+        "no HTTP request got through: {text}"
+    );
+    let ok = try_call(&plugin, "hostile_ok", json!({})).await.unwrap();
+    assert_ne!(ok.is_error, Some(true));
+}
