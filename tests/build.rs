@@ -71,11 +71,11 @@ fn main() {
         "/// Every plugin crate, by package name.\npub const ALL: &[&str] = &[{}];\n",
         names.join(", ")
     ));
-    fs::write(
-        PathBuf::from(env::var("OUT_DIR").unwrap()).join("plugins.rs"),
-        constants,
-    )
-    .unwrap();
+    // A new file renamed into place, never a write into the old one: a target folder copied
+    // with hard links shares that file's inode with its copies.
+    let out = PathBuf::from(env::var("OUT_DIR").unwrap());
+    fs::write(out.join("plugins.rs.new"), constants).unwrap();
+    fs::rename(out.join("plugins.rs.new"), out.join("plugins.rs")).unwrap();
 }
 
 /// (package name, folder) of every plugin crate.

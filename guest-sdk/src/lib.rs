@@ -26,6 +26,8 @@
 
 #[cfg(feature = "build")]
 pub mod build;
+#[cfg(feature = "http")]
+pub mod http;
 
 /// Re-exported so that generated bindings need no direct dependency on `wit-bindgen`.
 pub use wit_bindgen;

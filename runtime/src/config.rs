@@ -11,7 +11,12 @@
 //! max_queued_calls = 16
 //! files = [{ host = "./notes", guest = "/notes", mode = "rw" }]  # nothing unless listed
 //! env = { NOTES_TITLE = "Mine", TOKEN = "${env:NOTES_TOKEN}" }   # from moat's environment
+//! network = ["https://api.example.com", "*.wikipedia.org:443"]   # nothing unless listed
+//! inject = [{ host = "api.example.com", header = "Authorization", value = "Bearer ${secret:API_TOKEN}" }]
 //! ```
+//!
+//! `${secret:NAME}` takes a value from the secrets file, a TOML table of strings readable only by
+//! its owner, named at the top (`secrets = "secrets.toml"`) or by `moat serve --secrets`.
 //!
 //! Unknown keys are errors, so a typo never silently drops a setting; every string becomes a
 //! checked type here, and the rest of moat never sees the raw file.
@@ -24,12 +29,15 @@ use anyhow::{Context, Result, bail};
 use serde::Deserialize;
 
 use crate::grants::{FileGrant, Grants};
+use crate::network::{Injection, Network, NetworkGrant};
 use crate::plugin::{Limits, sanitize};
 use crate::registry::PluginSource;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct ConfigFile {
+    /// The secrets file, relative to the config file.
+    secrets: Option<PathBuf>,
     #[serde(default)]
     plugins: BTreeMap<String, PluginEntry>,
     audit: Option<AuditSettings>,
@@ -71,6 +79,18 @@ struct PluginEntry {
     files: Vec<FileEntry>,
     #[serde(default)]
     env: BTreeMap<String, String>,
+    #[serde(default)]
+    network: Vec<String>,
+    #[serde(default)]
+    inject: Vec<InjectEntry>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct InjectEntry {
+    host: String,
+    header: String,
+    value: String,
 }
 
 #[derive(Debug, Deserialize)]
@@ -91,28 +111,121 @@ enum FileMode {
 
 /// Reads `moat.toml` into plugin sources, paths resolved against the file's folder.
 pub fn read(path: &Path) -> Result<Vec<PluginSource>> {
+    read_with_secrets(path, None)
+}
+
+/// Reads `moat.toml` like [`read`], taking `${secret:NAME}` values from `secrets` (a flag's
+/// file) instead of the file the config names.
+pub fn read_with_secrets(path: &Path, secrets: Option<&Path>) -> Result<Vec<PluginSource>> {
     let text =
         std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-    parse(&text, path.parent().unwrap_or(Path::new(".")), &|name| {
-        std::env::var(name).ok()
-    })
+    let env = |name: &str| std::env::var(name).ok();
+    parse(
+        &text,
+        path.parent().unwrap_or(Path::new(".")),
+        &env,
+        secrets,
+    )
     .with_context(|| format!("in {}", path.display()))
 }
 
-/// Parses a config file's text; `env` looks up moat's own environment for `${env:NAME}`.
+/// Where `${env:NAME}` and `${secret:NAME}` values come from.
+struct Lookup<'a> {
+    env: &'a dyn Fn(&str) -> Option<String>,
+    /// The secrets file's path and its values, when there is one.
+    secrets: Option<(PathBuf, BTreeMap<String, String>)>,
+}
+
+impl Lookup<'_> {
+    /// `text` with every `${env:NAME}` and `${secret:NAME}` replaced by its value.
+    fn expand(&self, text: &str) -> Result<String> {
+        let mut out = String::new();
+        let mut rest = text;
+        while let Some(start) = rest.find("${") {
+            out.push_str(&rest[..start]);
+            let end = rest[start..]
+                .find('}')
+                .with_context(|| format!("`${{` without `}}` in \"{text}\""))?;
+            let reference = &rest[start + 2..start + end];
+            out.push_str(&self.value(reference)?);
+            rest = &rest[start + end + 1..];
+        }
+        out.push_str(rest);
+        Ok(out)
+    }
+
+    fn value(&self, reference: &str) -> Result<String> {
+        match reference.split_once(':') {
+            Some(("env", name)) => {
+                (self.env)(name).with_context(|| format!("moat's environment has no {name}"))
+            }
+            Some(("secret", name)) => {
+                let (path, secrets) = self.secrets.as_ref().with_context(|| {
+                    format!(
+                        "${{secret:{name}}} needs a secrets file: set `secrets = \"…\"` in \
+                         moat.toml or pass --secrets"
+                    )
+                })?;
+                secrets
+                    .get(name)
+                    .cloned()
+                    .with_context(|| format!("the secrets file {} has no {name}", path.display()))
+            }
+            _ => bail!("`${{{reference}}}` is neither ${{env:NAME}} nor ${{secret:NAME}}"),
+        }
+    }
+}
+
+/// Reads a secrets file: a TOML table of strings that only its owner may read.
+fn read_secrets(path: &Path) -> Result<BTreeMap<String, String>> {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(path)
+        .with_context(|| format!("reading the secrets file {}", path.display()))?
+        .permissions()
+        .mode();
+    if mode & 0o077 != 0 {
+        bail!(
+            "the secrets file {} is open to its group or others (mode {:03o}); make it private \
+             with `chmod 600 {}`",
+            path.display(),
+            mode & 0o777,
+            path.display()
+        );
+    }
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("reading the secrets file {}", path.display()))?;
+    toml::from_str(&text).with_context(|| {
+        format!(
+            "the secrets file {} must be a TOML table of strings (NAME = \"value\")",
+            path.display()
+        )
+    })
+}
+
+/// Parses a config file's text; `env` looks up moat's own environment for `${env:NAME}`, and
+/// `secrets` overrides the secrets file the text names.
 fn parse(
     text: &str,
     base: &Path,
     env: &dyn Fn(&str) -> Option<String>,
+    secrets: Option<&Path>,
 ) -> Result<Vec<PluginSource>> {
     let file: ConfigFile = toml::from_str(text)?;
+    let secrets = match secrets
+        .map(Path::to_path_buf)
+        .or(file.secrets.map(|p| base.join(p)))
+    {
+        Some(path) => Some((path.clone(), read_secrets(&path)?)),
+        None => None,
+    };
+    let lookup = Lookup { env, secrets };
     file.plugins
         .into_iter()
         .map(|(name, entry)| {
             if name.is_empty() || sanitize(&name) != name {
                 bail!("plugin name \"{name}\" may hold only ASCII letters, digits and `_`");
             }
-            let grants = grants(&entry, base, env)
+            let grants = grants(&entry, base, &lookup)
                 .with_context(|| format!("in the grants of plugin \"{name}\""))?;
             let defaults = Limits::default();
             let limits = Limits {
@@ -146,11 +259,7 @@ fn parse(
         .collect()
 }
 
-fn grants(
-    entry: &PluginEntry,
-    base: &Path,
-    env: &dyn Fn(&str) -> Option<String>,
-) -> Result<Grants> {
+fn grants(entry: &PluginEntry, base: &Path, lookup: &Lookup) -> Result<Grants> {
     let mut files = Vec::new();
     for file in &entry.files {
         let host = base.join(&file.host);
@@ -174,18 +283,50 @@ fn grants(
     }
     let mut vars = Vec::new();
     for (name, value) in &entry.env {
-        let value = match value
-            .strip_prefix("${env:")
-            .and_then(|v| v.strip_suffix('}'))
-        {
-            Some(from) => env(from).with_context(|| {
-                format!("env {name} = \"{value}\": moat's environment has no {from}")
-            })?,
-            None => value.clone(),
-        };
+        let value = lookup
+            .expand(value)
+            .with_context(|| format!("env {name} = \"{value}\""))?;
         vars.push((name.clone(), value));
     }
-    Ok(Grants { files, env: vars })
+    let mut network = Network::default();
+    for grant in &entry.network {
+        network.grants.push(
+            grant
+                .parse::<NetworkGrant>()
+                .with_context(|| format!("network grant \"{grant}\""))?,
+        );
+    }
+    for inject in &entry.inject {
+        network.inject.push(
+            injection(inject, lookup, &network.grants)
+                .with_context(|| format!("inject for host \"{}\"", inject.host))?,
+        );
+    }
+    Ok(Grants {
+        files,
+        env: vars,
+        network: network.into(),
+    })
+}
+
+fn injection(entry: &InjectEntry, lookup: &Lookup, grants: &[NetworkGrant]) -> Result<Injection> {
+    let host = entry.host.parse()?;
+    let granted = grants.iter().any(|g| g.host.covers(&host));
+    if !granted {
+        bail!("no network grant names this host, so the header would never be sent");
+    }
+    let header = http::HeaderName::try_from(&entry.header)
+        .with_context(|| format!("`{}` is not a valid header name", entry.header))?;
+    // The error must not quote the value: it may hold a secret.
+    let mut value = http::HeaderValue::try_from(lookup.expand(&entry.value)?)
+        .ok()
+        .context("the value is not a valid header value (control characters?)")?;
+    value.set_sensitive(true);
+    Ok(Injection {
+        host,
+        header,
+        value,
+    })
 }
 
 /// Sources for plugin files and folders named on the command line: a folder stands for every
@@ -231,6 +372,7 @@ mod tests {
             "[plugins.echo]\npath = \"echo.wasm\"\ndeadline_ms = 100\n",
             Path::new("/etc/moat"),
             &no_env,
+            None,
         )
         .unwrap();
         assert_eq!(sources.len(), 1);
@@ -244,6 +386,7 @@ mod tests {
             "[plugins.echo]\npath = \"e.wasm\"\ndeadline = 1\n",
             Path::new("."),
             &no_env,
+            None,
         )
         .unwrap_err();
         assert!(
@@ -258,9 +401,120 @@ mod tests {
             "[plugins.\"a.b\"]\npath = \"e.wasm\"\n",
             Path::new("."),
             &no_env,
+            None,
         )
         .unwrap_err();
         assert!(error.to_string().contains("may hold only"), "{error}");
+    }
+
+    #[test]
+    fn network_grants_secrets_and_injections() {
+        let dir = std::env::temp_dir().join(format!("moat-config-net-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let secrets = dir.join("secrets.toml");
+        std::fs::write(&secrets, "API_TOKEN = \"tok-123\"\n").unwrap();
+        set_mode(&secrets, 0o600);
+        let config = r#"secrets = "secrets.toml"
+[plugins.api]
+path = "a.wasm"
+network = ["https://api.example.com", "*.wikipedia.org:443", "http://127.0.0.1:8080"]
+inject = [{ host = "api.example.com", header = "Authorization", value = "Bearer ${secret:API_TOKEN}" }]
+env = { KEY = "${secret:API_TOKEN}", MIXED = "a-${env:HOST_NAME}-b" }
+"#;
+        let env = |name: &str| (name == "HOST_NAME").then(|| "h".to_string());
+        let sources = parse(config, &dir, &env, None).unwrap();
+        let grants = &sources[0].grants;
+        let printed: Vec<String> = grants
+            .network
+            .grants
+            .iter()
+            .map(|g| g.to_string())
+            .collect();
+        assert_eq!(
+            printed,
+            [
+                "https://api.example.com",
+                "*.wikipedia.org:443",
+                "http://127.0.0.1:8080"
+            ]
+        );
+        assert_eq!(grants.network.inject[0].value, "Bearer tok-123");
+        assert!(grants.network.inject[0].value.is_sensitive());
+        assert!(!format!("{:?}", grants.network).contains("tok-123"));
+        assert_eq!(
+            grants.env,
+            [
+                ("KEY".into(), "tok-123".into()),
+                ("MIXED".into(), "a-h-b".into())
+            ]
+        );
+
+        set_mode(&secrets, 0o640);
+        let error = parse(config, &dir, &env, None).unwrap_err();
+        assert!(
+            format!("{error:#}").contains(
+                "is open to its group or others (mode 640); make it private with `chmod 600"
+            ),
+            "{error:#}"
+        );
+        set_mode(&secrets, 0o600);
+
+        for (bad, expected) in [
+            (
+                r#"network = ["ftp://x.org"]"#,
+                "scheme `ftp` is not http or https",
+            ),
+            (
+                r#"network = ["http://2130706433"]"#,
+                "not a canonical IP address",
+            ),
+            (
+                r#"network = ["https://a.org"]
+inject = [{ host = "b.org", header = "X-Key", value = "v" }]"#,
+                "no network grant names this host",
+            ),
+            (
+                r#"network = ["https://a.org"]
+inject = [{ host = "a.org", header = "X Key", value = "v" }]"#,
+                "not a valid header name",
+            ),
+            (r#"env = { K = "${secret:NOPE}" }"#, "has no NOPE"),
+            (
+                r#"env = { K = "${file:/etc/passwd}" }"#,
+                "is neither ${env:NAME} nor ${secret:NAME}",
+            ),
+        ] {
+            let text =
+                format!("secrets = \"secrets.toml\"\n[plugins.p]\npath = \"p.wasm\"\n{bad}\n");
+            let error = parse(&text, &dir, &env, None).unwrap_err();
+            assert!(format!("{error:#}").contains(expected), "{bad}: {error:#}");
+        }
+        let error = parse(
+            "[plugins.p]\npath = \"p.wasm\"\nenv = { K = \"${secret:X}\" }\n",
+            &dir,
+            &env,
+            None,
+        )
+        .unwrap_err();
+        assert!(
+            format!("{error:#}").contains("needs a secrets file"),
+            "{error:#}"
+        );
+        // A flag's file takes the place of the one the config names.
+        let other = dir.join("other.toml");
+        std::fs::write(&other, "API_TOKEN = \"from-flag\"\n").unwrap();
+        set_mode(&other, 0o600);
+        let sources = parse(config, &dir, &env, Some(&other)).unwrap();
+        assert_eq!(
+            sources[0].grants.network.inject[0].value,
+            "Bearer from-flag"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    fn set_mode(path: &Path, mode: u32) {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
     }
 
     fn no_env(_: &str) -> Option<String> {
@@ -280,6 +534,7 @@ env = { TOKEN = "${env:HOST_TOKEN}", PLAIN = "x" }
 "#,
             &dir,
             &env,
+            None,
         )
         .unwrap();
         let grants = &sources[0].grants;
@@ -316,7 +571,7 @@ env = { TOKEN = "${env:HOST_TOKEN}", PLAIN = "x" }
             ),
         ] {
             let text = format!("[plugins.notes]\npath = \"n.wasm\"\n{bad}\n");
-            let error = parse(&text, &dir, &env).unwrap_err();
+            let error = parse(&text, &dir, &env, None).unwrap_err();
             assert!(format!("{error:#}").contains(expected), "{bad}: {error:#}");
         }
         std::fs::remove_dir_all(&dir).unwrap();

@@ -6,9 +6,12 @@
 //! cannot leave it.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use wasmtime_wasi::{FsPerms, WasiCtxBuilder};
+
+use crate::network::Network;
 
 /// A plugin's grants.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -16,6 +19,8 @@ pub struct Grants {
     pub files: Vec<FileGrant>,
     /// Environment variables the guest sees, with their values resolved at load.
     pub env: Vec<(String, String)>,
+    /// The hosts it may reach, and the headers moat adds for it (see [`crate::network`]).
+    pub network: Arc<Network>,
 }
 
 /// A host directory, visible to the guest at `guest`.
@@ -55,10 +60,13 @@ pub fn ungranted(imports: &[String], grants: &Grants) -> Vec<String> {
     if imports_any("wasi:filesystem/") && grants.files.is_empty() {
         notes.push("imports wasi:filesystem, but no directory is granted: it sees no files".into());
     }
-    if imports_any("wasi:sockets/") {
-        notes.push(
-            "imports wasi:sockets, but moat grants no network: every socket is refused".into(),
-        );
+    for interface in ["wasi:sockets/", "wasi:http/"] {
+        if imports_any(interface) && grants.network.is_empty() {
+            notes.push(format!(
+                "imports {}, but no network is granted: every connection is refused",
+                interface.trim_end_matches('/')
+            ));
+        }
     }
     notes
 }

@@ -1,5 +1,6 @@
-//! What a guest sees of the host during one call: a WASI context holding only its grants, moat's
-//! `log` and `progress` imports, and a bounded capture of its stdout and stderr.
+//! What a guest sees of the host during one call: a WASI context holding only its grants,
+//! `wasi:http` behind moat's network checks, moat's `log` and `progress` imports, and a bounded
+//! capture of its stdout and stderr.
 
 use std::sync::Arc;
 
@@ -9,8 +10,10 @@ use wasmtime::component::{HasSelf, Linker, ResourceTable};
 use wasmtime::{StoreLimits, StoreLimitsBuilder};
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 use crate::grants::Grants;
+use crate::network::{Denials, HttpHooks};
 use crate::plugin::Limits;
 
 mod bindings {
@@ -53,6 +56,8 @@ pub struct HostState {
     table: ResourceTable,
     limits: StoreLimits,
     events: EventSink,
+    http: WasiHttpCtx,
+    http_hooks: HttpHooks,
 }
 
 /// The guest's captured stdout and stderr.
@@ -78,22 +83,46 @@ impl HostState {
         wasi.stdout(output.stdout.clone())
             .stderr(output.stderr.clone());
         grants.apply(&mut wasi)?;
+        let denials = Denials::default();
+        let network = grants.network.clone();
+        let (socket_plugin, socket_denials) = (plugin.clone(), denials.clone());
+        wasi.allow_tcp(true)
+            .allow_ip_name_lookup(!network.is_empty())
+            .socket_addr_check(move |addr, use_| {
+                let verdict = network.check_socket(addr, use_, &socket_plugin);
+                if let Err(message) = &verdict {
+                    socket_denials.record(&socket_plugin, message.clone());
+                }
+                Box::pin(std::future::ready(verdict.is_ok()))
+            });
         let store_limits = StoreLimitsBuilder::new()
             .memory_size(limits.max_memory_bytes)
             .trap_on_grow_failure(true)
             .build();
         let state = Self {
-            plugin,
+            plugin: plugin.clone(),
             wasi: wasi.build(),
             table: ResourceTable::new(),
             limits: store_limits,
             events,
+            http: WasiHttpCtx::new(),
+            http_hooks: HttpHooks {
+                plugin,
+                network: grants.network.clone(),
+                denials,
+            },
         };
         Ok((state, output))
     }
 
     pub fn limits(&mut self) -> &mut StoreLimits {
         &mut self.limits
+    }
+
+    /// The network accesses denied during the call so far; the host keeps them even when the
+    /// guest swallows its own error.
+    pub fn denials(&self) -> Denials {
+        self.http_hooks.denials.clone()
     }
 
     fn emit(&self, event: GuestEvent) {
@@ -109,6 +138,16 @@ impl WasiView for HostState {
         WasiCtxView {
             ctx: &mut self.wasi,
             table: &mut self.table,
+        }
+    }
+}
+
+impl WasiHttpView for HostState {
+    fn http(&mut self) -> WasiHttpCtxView<'_> {
+        WasiHttpCtxView {
+            ctx: &mut self.http,
+            table: &mut self.table,
+            hooks: &mut self.http_hooks,
         }
     }
 }
@@ -140,10 +179,11 @@ impl bindings::moat::plugin::progress::Host for HostState {
 
 impl bindings::moat::plugin::content::Host for HostState {}
 
-/// Adds everything moat offers to guests: WASI 0.2 (whose context grants nothing by default) and
-/// the `moat:plugin` interfaces.
+/// Adds everything moat offers to guests: WASI 0.2 with `wasi:http` (whose context grants
+/// nothing by default) and the `moat:plugin` interfaces.
 pub fn add_to_linker(linker: &mut Linker<HostState>) -> Result<()> {
     wasmtime_wasi::p2::add_to_linker_async(linker)?;
+    wasmtime_wasi_http::p2::add_only_http_to_linker_async(linker)?;
     bindings::Imports::add_to_linker::<_, HasSelf<_>>(linker, |state| state)?;
     Ok(())
 }

@@ -19,6 +19,7 @@ pub mod host;
 pub mod hosts;
 pub mod http;
 pub mod manifest;
+pub mod network;
 pub mod output;
 pub mod plugin;
 pub mod policy;

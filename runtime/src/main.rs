@@ -36,6 +36,9 @@ enum Command {
         /// A moat.toml naming plugins and their limits.
         #[arg(long)]
         config: Option<PathBuf>,
+        /// The secrets file for `${secret:NAME}` in moat.toml, instead of the one it names.
+        #[arg(long, requires = "config")]
+        secrets: Option<PathBuf>,
         /// Serve Streamable HTTP at http://ADDRESS/mcp instead of stdio: HOST:PORT, or a bare
         /// PORT on 127.0.0.1.
         #[arg(long, value_name = "ADDRESS", value_parser = moat::http::parse_listen_address)]
@@ -175,6 +178,7 @@ async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Serve {
             plugins,
             config,
+            secrets,
             http,
             trust,
             audit,
@@ -186,7 +190,7 @@ async fn run(cli: Cli) -> Result<ExitCode> {
                 (None, Some(config)) => config::read_audit(config)?.map(|a| (a.path, a.arguments)),
                 (None, None) => None,
             };
-            serve(plugins, config, http, &policy, audit).await
+            serve(plugins, config, secrets, http, &policy, audit).await
         }
         Command::Inspect {
             plugin,
@@ -262,6 +266,7 @@ async fn run(cli: Cli) -> Result<ExitCode> {
 async fn serve(
     paths: Vec<PathBuf>,
     config_path: Option<PathBuf>,
+    secrets: Option<PathBuf>,
     http: Option<std::net::SocketAddr>,
     policy: &Policy,
     audit: Option<(PathBuf, bool)>,
@@ -272,7 +277,7 @@ async fn serve(
     }
     let mut sources = config::sources_from_paths(&paths)?;
     if let Some(path) = config_path {
-        sources.extend(config::read(&path)?);
+        sources.extend(config::read_with_secrets(&path, secrets.as_deref())?);
     }
     let mut names = std::collections::HashSet::new();
     if let Some(dup) = sources.iter().find(|s| !names.insert(s.name.clone())) {

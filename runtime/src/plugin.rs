@@ -20,6 +20,7 @@ use crate::cache::Cache;
 use crate::docs::{FunctionDocs, PluginDocs};
 use crate::grants::Grants;
 use crate::host::{EventSink, HostState};
+use crate::network::Denials;
 use crate::output::Returns;
 use crate::schema::{Unsupported, object_schema};
 use crate::values::{ArgError, args_from_json};
@@ -97,6 +98,26 @@ pub struct Tool {
     params: Vec<(String, Type)>,
     returns: Returns,
     index: ComponentExportIndex,
+}
+
+/// What one call produced, and every access the host denied it while it ran (for an audit log).
+#[derive(Debug)]
+pub struct CallOutcome {
+    pub result: Result<CallToolResult, CallError>,
+    /// Each denial's message, such as `network access to evil.example:443 denied: not granted
+    /// to plugin "fetch"`, in the order they happened.
+    pub denials: Vec<String>,
+}
+
+/// A result turned into a tool error that names the call's denials first, then whatever the
+/// guest itself answered.
+fn with_denials(result: CallToolResult, denials: &[String]) -> CallToolResult {
+    if denials.is_empty() {
+        return result;
+    }
+    let mut content = vec![rmcp::model::ContentBlock::text(denials.join("\n"))];
+    content.extend(result.content);
+    CallToolResult::error(content)
 }
 
 /// Why a call produced no result.
@@ -217,11 +238,38 @@ impl Plugin {
         args: Option<&JsonObject>,
         events: EventSink,
     ) -> Result<CallToolResult, CallError> {
+        self.call_outcome(tool, args, events).await.result
+    }
+
+    /// Runs `tool` with `args` in a new instance, and tells what the host denied it on the way.
+    /// A call that was denied network access is a tool error naming each denial, even when the
+    /// guest swallowed its own error.
+    pub async fn call_outcome(
+        &self,
+        tool: &Tool,
+        args: Option<&JsonObject>,
+        events: EventSink,
+    ) -> CallOutcome {
+        let mut denials = Denials::default();
+        let result = self.run(tool, args, events, &mut denials).await;
+        let denials = denials.take();
+        let result = result.map(|r| with_denials(r, &denials));
+        CallOutcome { result, denials }
+    }
+
+    async fn run(
+        &self,
+        tool: &Tool,
+        args: Option<&JsonObject>,
+        events: EventSink,
+        denials: &mut Denials,
+    ) -> Result<CallToolResult, CallError> {
         let params = args_from_json(&tool.params, args).map_err(CallError::InvalidArguments)?;
         let limits = &self.limits;
         let _slot = self.take_slot().await?;
         let (state, output) = HostState::new(self.name.clone(), &self.grants, limits, events)
             .map_err(|e| CallError::Setup(format!("{e:#}")))?;
+        *denials = state.denials();
         let deadline = Instant::now() + limits.deadline;
         let mut store = self.new_store(state, deadline);
 

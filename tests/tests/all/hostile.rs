@@ -23,8 +23,10 @@
 //! outside/secret.txt        the secret no case may read
 //! ```
 //!
-//! plus the case's `symlinks`. In arguments and symlink targets, `{root}` is that folder's
-//! canonical path, `{port}` the port of a TCP listener on 127.0.0.1 and `{port6}` one on [::1].
+//! plus the case's `symlinks`. In arguments, symlink targets and network grants, `{root}` is that
+//! folder's canonical path, `{port}` the port of a TCP listener on 127.0.0.1 and `{port6}` one on
+//! [::1] (both must never be reached), and `{http_port}` the port of an HTTP server on 127.0.0.1
+//! that answers "hello from the runner", or redirects to `X` at `/redirect?to=X`.
 
 use std::collections::BTreeMap;
 use std::net::TcpListener;
@@ -32,6 +34,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use moat::network::Resolver;
 use moat::plugin::Plugin;
 use moat::registry::{PluginSource, Registry};
 use moat_tests::{engine, load_granted, plugins, try_call};
@@ -68,6 +71,18 @@ struct Case {
     env: BTreeMap<String, String>,
     #[serde(default)]
     symlinks: Vec<Symlink>,
+    /// Network grants, as `moat.toml` writes them.
+    #[serde(default)]
+    network: Vec<String>,
+    /// Header injections, as `moat.toml` writes them.
+    #[serde(default)]
+    inject: Vec<toml::Value>,
+    /// The secrets file's contents, written private beside the case's `moat.toml`.
+    #[serde(default)]
+    secrets: BTreeMap<String, String>,
+    /// Host names and the IP address each resolves to, instead of the system's resolver.
+    #[serde(default)]
+    resolve: BTreeMap<String, String>,
     /// Limits, as `moat.toml` writes them; unset ones keep moat's defaults.
     #[serde(default)]
     limits: toml::Table,
@@ -167,7 +182,7 @@ enum Kind {
 impl Case {
     /// The case's plugin, grants and limits as moat itself reads them: a real `moat.toml`
     /// written into the fixture (so `host` folders resolve against it) and parsed by moat.
-    fn source(&self, fixture: &Fixture) -> PluginSource {
+    fn source(&self, fixture: &Fixture, ports: Ports) -> PluginSource {
         let mut entry = self.limits.clone();
         entry.insert("path".into(), plugin_path(&self.plugin).into());
         entry.insert("files".into(), self.files.clone().into());
@@ -177,16 +192,49 @@ impl Case {
             .map(|(k, v)| (k.clone(), v.clone().into()))
             .collect();
         entry.insert("env".into(), env.into());
+        let network: Vec<toml::Value> = self
+            .network
+            .iter()
+            .map(|grant| fixture.expand(grant, ports).into())
+            .collect();
+        entry.insert("network".into(), network.into());
+        let inject: Vec<toml::Value> = self
+            .inject
+            .iter()
+            .map(|i| expand_toml(i.clone(), fixture, ports))
+            .collect();
+        entry.insert("inject".into(), inject.into());
         let name = self.plugin.replace('-', "_");
-        let config = toml::Table::from_iter([(
+        let mut config = toml::Table::from_iter([(
             "plugins".to_string(),
             toml::Table::from_iter([(name, entry.into())]).into(),
         )]);
+        if !self.secrets.is_empty() {
+            use std::os::unix::fs::PermissionsExt;
+            let secrets = fixture.root.join("secrets.toml");
+            let table: toml::Table = self
+                .secrets
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone().into()))
+                .collect();
+            std::fs::write(&secrets, table.to_string()).expect("writing the secrets");
+            std::fs::set_permissions(&secrets, std::fs::Permissions::from_mode(0o600)).unwrap();
+            config.insert("secrets".into(), "secrets.toml".into());
+        }
         let path = fixture.root.join("moat.toml");
         std::fs::write(&path, config.to_string()).expect("writing the case's moat.toml");
         let mut sources = moat::config::read(&path)
             .unwrap_or_else(|e| panic!("the case's grants or limits: {e:#}"));
-        sources.pop().expect("one plugin")
+        let mut source = sources.pop().expect("one plugin");
+        if !self.resolve.is_empty() {
+            let mut network = (*source.grants.network).clone();
+            network.resolver = Resolver::table(self.resolve.iter().map(|(name, ip)| {
+                let ip = ip.parse().unwrap_or_else(|e| panic!("resolve {name}: {e}"));
+                (name.clone(), vec![ip])
+            }));
+            source.grants.network = network.into();
+        }
+        source
     }
 }
 
@@ -213,6 +261,14 @@ fn plugin_path(crate_name: &str) -> &'static str {
         "wants-http" => plugins::WANTS_HTTP,
         other => panic!("no plugin crate {other} in the hostile suite"),
     }
+}
+
+/// The ports a case's text may name.
+#[derive(Clone, Copy)]
+struct Ports {
+    port: u16,
+    port6: u16,
+    http_port: u16,
 }
 
 /// The listeners no plugin may reach.
@@ -262,7 +318,7 @@ struct Fixture {
 }
 
 impl Fixture {
-    fn new(case: &str, symlinks: &[Symlink], ports: (u16, u16)) -> Self {
+    fn new(case: &str, symlinks: &[Symlink], ports: Ports) -> Self {
         let dir = std::env::temp_dir().join(format!("moat-hostile-{}-{case}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
@@ -286,10 +342,11 @@ impl Fixture {
         fixture
     }
 
-    fn expand(&self, text: &str, (port, port6): (u16, u16)) -> String {
+    fn expand(&self, text: &str, ports: Ports) -> String {
         text.replace("{root}", &self.root.display().to_string())
-            .replace("{port6}", &port6.to_string())
-            .replace("{port}", &port.to_string())
+            .replace("{port6}", &ports.port6.to_string())
+            .replace("{http_port}", &ports.http_port.to_string())
+            .replace("{port}", &ports.port.to_string())
     }
 
     /// Every file, folder and symlink under the fixture except those under `skip` (the writable
@@ -410,10 +467,19 @@ fn leaks(expect: &Expect, text: &str) -> Vec<String> {
 }
 
 /// Runs one case; returns what went wrong (nothing when the defence held).
-async fn run_case(name: &str, case: &Case, listeners: &Listeners) -> Vec<String> {
-    let ports = (listeners.port(), listeners.port6());
+async fn run_case(
+    name: &str,
+    case: &Case,
+    listeners: &Listeners,
+    http: &crate::loopback::Server,
+) -> Vec<String> {
+    let ports = Ports {
+        port: listeners.port(),
+        port6: listeners.port6(),
+        http_port: http.port(),
+    };
     let fixture = Fixture::new(name, &case.symlinks, ports);
-    let source = case.source(&fixture);
+    let source = case.source(&fixture, ports);
     let writable: Vec<PathBuf> = source
         .grants
         .files
@@ -538,7 +604,8 @@ async fn run_case(name: &str, case: &Case, listeners: &Listeners) -> Vec<String>
         ));
     }
     // The same plugin, right after the attack, must still work.
-    let after_call = try_call(&plugin, "hostile_ok", serde_json::json!({})).await;
+    let ok_tool = format!("{}_ok", plugin.name);
+    let after_call = try_call(&plugin, &ok_tool, serde_json::json!({})).await;
     let answered = after_call.as_ref().is_ok_and(|r| {
         r.is_error != Some(true)
             && r.content
@@ -647,7 +714,25 @@ fn proc_status_bytes(field: &str) -> Option<u64> {
     Some(kib << 10)
 }
 
-fn expand_json(value: Value, fixture: &Fixture, ports: (u16, u16)) -> Value {
+fn expand_toml(value: toml::Value, fixture: &Fixture, ports: Ports) -> toml::Value {
+    match value {
+        toml::Value::String(s) => toml::Value::String(fixture.expand(&s, ports)),
+        toml::Value::Array(items) => items
+            .into_iter()
+            .map(|v| expand_toml(v, fixture, ports))
+            .collect::<Vec<_>>()
+            .into(),
+        toml::Value::Table(table) => toml::Value::Table(
+            table
+                .into_iter()
+                .map(|(k, v)| (k, expand_toml(v, fixture, ports)))
+                .collect(),
+        ),
+        other => other,
+    }
+}
+
+fn expand_json(value: Value, fixture: &Fixture, ports: Ports) -> Value {
     match value {
         Value::String(s) => Value::String(fixture.expand(&s, ports)),
         Value::Array(items) => Value::Array(
@@ -691,6 +776,12 @@ fn set_host_env() {
 async fn every_attack_fails_and_the_plugin_survives() {
     set_host_env();
     let listeners = Listeners::new();
+    let http =
+        crate::loopback::Server::start(|seen| match seen.uri.strip_prefix("/redirect?to=") {
+            Some(to) => crate::loopback::redirect(to),
+            None => crate::loopback::respond(200, "text/plain", "hello from the runner"),
+        })
+        .await;
     let run_gaps = std::env::var_os("MOAT_HOSTILE_RUN_GAPS").is_some();
     let mut failures = Vec::new();
     let mut gaps = Vec::new();
@@ -718,7 +809,7 @@ async fn every_attack_fails_and_the_plugin_survives() {
             }
         }
         let started = Instant::now();
-        let problems = run_case(&name, &case, &listeners).await;
+        let problems = run_case(&name, &case, &listeners, &http).await;
         let verdict = if problems.is_empty() {
             "held"
         } else {

@@ -3,12 +3,16 @@
 mod cache;
 mod chatty;
 mod echo;
+mod fetch;
 mod foreign;
 mod hostile;
+mod loopback;
+mod network;
 mod shapes;
 mod text;
 mod time;
 mod trust;
+mod weather;
 
 /// Every plugin crate is used by some test (wasmtime's `assert_test_exists`, by another route):
 /// a test module names its path constant, `plugins::NAME`.

@@ -26,6 +26,32 @@ impl Guest for Hostile {
         "ok".into()
     }
 
+    fn http_probe(url: String) -> String {
+        let _ = moat_guest::http::get(&url, &[], 1024);
+        "done".into()
+    }
+
+    fn http_get(url: String, follow: Option<bool>) -> Result<String, String> {
+        let mut response = moat_guest::http::get(&url, &[], 1 << 20)?;
+        if follow.unwrap_or(false)
+            && let Some(location) = response.header("location").map(str::to_string)
+        {
+            response = moat_guest::http::get(&location, &[], 1 << 20)
+                .map_err(|e| format!("following the redirect to {location}: {e}"))?;
+        }
+        let headers: Vec<String> = response
+            .headers
+            .iter()
+            .map(|(name, value)| format!("{name}: {value}"))
+            .collect();
+        Ok(format!(
+            "status {}\n{}\n\n{}",
+            response.status,
+            headers.join("\n"),
+            String::from_utf8_lossy(&response.body)
+        ))
+    }
+
     fn read_file(path: String) -> Result<String, String> {
         std::fs::read_to_string(&path).map_err(at("read"))
     }
