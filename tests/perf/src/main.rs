@@ -18,6 +18,7 @@ mod http;
 mod procfs;
 mod stats;
 mod stdio;
+mod watchdog;
 
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
@@ -54,6 +55,9 @@ struct Cli {
     /// Where to write the results as JSON.
     #[arg(long, default_value = "target/bench/results.json")]
     out: PathBuf,
+    /// Give up (stopping the servers) after this many seconds; default 300 with --quick, else 1800.
+    #[arg(long, value_name = "SECONDS")]
+    timeout: Option<u64>,
     /// Run only these measurements (e.g. `--only P1,P3`).
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
@@ -218,6 +222,8 @@ fn run(cli: Cli) -> Result<()> {
             path.display()
         );
     }
+    let default_timeout = if cli.quick { 300 } else { 1800 };
+    watchdog::start(Duration::from_secs(cli.timeout.unwrap_or(default_timeout)));
     let work = std::env::temp_dir().join(format!("moat-perf-{}", std::process::id()));
     std::fs::create_dir_all(&work)?;
     let mut bench = Bench {
@@ -764,6 +770,7 @@ impl HttpServer {
             .stderr(stderr)
             .spawn()
             .with_context(|| format!("starting {:?}", command.get_program()))?;
+        watchdog::register(child.id());
         let mut server = Self {
             child,
             addr,
@@ -790,6 +797,7 @@ impl HttpServer {
 
 impl Drop for HttpServer {
     fn drop(&mut self) {
+        watchdog::unregister(self.child.id());
         let _ = self.child.kill();
         let _ = self.child.wait();
     }

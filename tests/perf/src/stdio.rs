@@ -32,6 +32,7 @@ impl StdioServer {
             .stderr(stderr)
             .spawn()
             .with_context(|| format!("starting {:?}", command.get_program()))?;
+        crate::watchdog::register(child.id());
         Ok(Self {
             stdin: BufWriter::new(child.stdin.take().expect("piped stdin")),
             stdout: BufReader::new(child.stdout.take().expect("piped stdout")),
@@ -130,6 +131,7 @@ impl StdioServer {
 impl Drop for StdioServer {
     fn drop(&mut self) {
         // Closing stdin asks an MCP server to exit; don't wait on one that does not.
+        crate::watchdog::unregister(self.child.id());
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
