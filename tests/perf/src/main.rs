@@ -778,8 +778,11 @@ impl HttpServer {
         };
         let deadline = Instant::now() + Duration::from_secs(120);
         while TcpStream::connect(addr).is_err() {
-            if server.child.try_wait()?.is_some() || Instant::now() > deadline {
-                bail!("{}", server.died());
+            if let Some(status) = server.child.try_wait()? {
+                bail!("it exited ({status}) before it listened: {}", server.died());
+            }
+            if Instant::now() > deadline {
+                bail!("it did not listen within 120 s: {}", server.died());
             }
             std::thread::sleep(Duration::from_millis(10));
         }
