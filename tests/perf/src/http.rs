@@ -1,7 +1,11 @@
-//! A minimal MCP client for Streamable HTTP: one keep-alive connection and one session per
-//! client, requests one after another, answers read from JSON or from the SSE stream.
+//! Streamable HTTP: a minimal MCP client (one keep-alive connection and one session per client,
+//! requests one after another, answers read from JSON or from the SSE stream), the load of many
+//! such clients, and the server under test as a child process.
 
-use std::net::SocketAddr;
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use bytes::Bytes;
@@ -12,7 +16,8 @@ use hyper::{Request, StatusCode};
 use hyper_util::rt::TokioIo;
 use serde_json::{Value, json};
 
-use crate::stdio::PROTOCOL_VERSION;
+use crate::stdio::{PROTOCOL_VERSION, log_tail};
+use crate::{CLIENTS, MESSAGE, check_echo};
 
 /// One MCP session over one HTTP/1.1 connection.
 pub struct HttpSession {
@@ -134,4 +139,101 @@ impl HttpSession {
         }
         bail!("the SSE stream ended without the answer: {text}")
     }
+}
+
+/// An MCP server serving HTTP, as a child process.
+pub struct HttpServer {
+    pub child: Child,
+    pub addr: SocketAddr,
+    log: PathBuf,
+}
+
+impl HttpServer {
+    /// Starts `command` and waits until it accepts connections at `addr`.
+    pub fn spawn(mut command: Command, addr: SocketAddr, log: &Path) -> Result<Self> {
+        let stderr = std::fs::File::create(log)?;
+        let child = command
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(stderr)
+            .spawn()
+            .with_context(|| format!("starting {:?}", command.get_program()))?;
+        crate::watchdog::register(child.id());
+        let mut server = Self {
+            child,
+            addr,
+            log: log.to_path_buf(),
+        };
+        let deadline = Instant::now() + Duration::from_secs(120);
+        while TcpStream::connect(addr).is_err() {
+            if let Some(status) = server.child.try_wait()? {
+                bail!("it exited ({status}) before it listened: {}", server.died());
+            }
+            if Instant::now() > deadline {
+                bail!("it did not listen within 120 s: {}", server.died());
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        Ok(server)
+    }
+
+    pub fn died(&self) -> String {
+        format!(
+            "the server at {} failed; its log ends with:\n{}",
+            self.addr,
+            log_tail(&self.log)
+        )
+    }
+}
+
+impl Drop for HttpServer {
+    fn drop(&mut self) {
+        crate::watchdog::unregister(self.child.id());
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A loopback address with a port free right now.
+pub fn free_addr() -> Result<SocketAddr> {
+    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?)
+}
+
+pub struct Load {
+    pub calls: u64,
+    pub elapsed: Duration,
+}
+
+/// [`CLIENTS`] sessions calling echo tools (client `i` calls `tools[i % len]`) for `duration`.
+pub async fn load(addr: SocketAddr, tools: &[String], duration: Duration) -> Result<Load> {
+    let mut sessions = Vec::new();
+    for _ in 0..CLIENTS {
+        sessions.push(tokio::spawn(HttpSession::open(addr)));
+    }
+    let mut clients = tokio::task::JoinSet::new();
+    let start = Instant::now();
+    let end = start + duration;
+    for (i, session) in sessions.into_iter().enumerate() {
+        let mut session = session.await??;
+        let tool = tools[i % tools.len()].clone();
+        clients.spawn(async move {
+            let mut calls = 0u64;
+            while Instant::now() < end {
+                let result = session
+                    .call_tool(&tool, json!({"message": MESSAGE}))
+                    .await?;
+                check_echo(&result)?;
+                calls += 1;
+            }
+            anyhow::Ok(calls)
+        });
+    }
+    let mut calls = 0;
+    while let Some(done) = clients.join_next().await {
+        calls += done??;
+    }
+    Ok(Load {
+        calls,
+        elapsed: start.elapsed(),
+    })
 }

@@ -16,13 +16,13 @@
 mod floor;
 mod http;
 mod procfs;
+mod report;
 mod stats;
 mod stdio;
 mod watchdog;
 
-use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -32,10 +32,11 @@ use clap::Parser;
 use serde_json::{Value, json};
 use wasmtime::component::Val;
 
-use crate::http::HttpSession;
+use crate::http::{HttpServer, HttpSession, free_addr, load};
 use crate::procfs::{memory, mib, reset_peak};
+use crate::report::{Row, Target, machine, machine_line, table};
 use crate::stats::{Stats, median, micros, millis};
-use crate::stdio::{StdioServer, log_tail};
+use crate::stdio::StdioServer;
 
 /// Benchmarks moat against a native MCP server and a bare wasmtime embedding.
 #[derive(Parser)]
@@ -117,65 +118,6 @@ const MANY_PLUGINS: usize = 50;
 const HASH_MIB: u32 = 8;
 const MESSAGE: &str = "hello, moat";
 
-/// A goal a figure is compared with (reported, never enforced).
-#[derive(Clone, Copy)]
-enum Target {
-    /// moat / baseline at most this.
-    RatioAtMost(f64),
-    /// moat / baseline at least this.
-    RatioAtLeast(f64),
-    /// moat's figure at most this.
-    AtMost(f64),
-    None,
-}
-
-/// One line of the results.
-struct Row {
-    id: &'static str,
-    what: String,
-    unit: &'static str,
-    moat: f64,
-    baseline: Option<(&'static str, f64)>,
-    target: Target,
-}
-
-impl Row {
-    fn ratio(&self) -> Option<f64> {
-        self.baseline.map(|(_, b)| self.moat / b)
-    }
-
-    fn met(&self) -> Option<bool> {
-        match self.target {
-            Target::RatioAtMost(t) => self.ratio().map(|r| r <= t),
-            Target::RatioAtLeast(t) => self.ratio().map(|r| r >= t),
-            Target::AtMost(t) => Some(self.moat <= t),
-            Target::None => None,
-        }
-    }
-
-    fn target_text(&self) -> String {
-        match self.target {
-            Target::RatioAtMost(t) => format!("≤ {t}×"),
-            Target::RatioAtLeast(t) => format!("≥ {t}×"),
-            Target::AtMost(t) => format!("≤ {t} {}", self.unit),
-            Target::None => String::new(),
-        }
-    }
-
-    fn json(&self) -> Value {
-        json!({
-            "id": self.id,
-            "what": self.what,
-            "unit": self.unit,
-            "moat": self.moat,
-            "baseline": self.baseline.map(|(label, value)| json!({"name": label, "value": value})),
-            "ratio": self.ratio(),
-            "target": self.target_text(),
-            "met": self.met(),
-        })
-    }
-}
-
 /// One of the measurements.
 type Step = fn(&mut Bench) -> Result<()>;
 
@@ -244,7 +186,7 @@ fn run(cli: Cli) -> Result<()> {
 
     let machine = machine();
     println!("\n{}\n", machine_line(&machine));
-    print!("{}", bench.table());
+    print!("{}", table(&bench.rows));
     let report = json!({
         "mode": if cli.quick { "quick" } else { "full" },
         "machine": machine,
@@ -656,46 +598,6 @@ impl Bench {
         });
         Ok(())
     }
-
-    fn table(&self) -> String {
-        let mut out = String::from(
-            "| | measure | moat | baseline | ratio | target | met |\n|---|---|---|---|---|---|---|\n",
-        );
-        for row in &self.rows {
-            let (baseline, ratio) = match row.baseline {
-                Some((label, value)) => (
-                    format!("{} {} ({label})", figure(value), row.unit),
-                    format!("{:.2}×", row.moat / value),
-                ),
-                None => (String::new(), String::new()),
-            };
-            let met = match row.met() {
-                Some(true) => "yes",
-                Some(false) => "**no**",
-                None => "",
-            };
-            out.push_str(&format!(
-                "| {} | {} | {} {} | {baseline} | {ratio} | {} | {met} |\n",
-                row.id,
-                row.what,
-                figure(row.moat),
-                row.unit,
-                row.target_text()
-            ));
-        }
-        out
-    }
-}
-
-/// A figure with as many decimals as its size deserves.
-fn figure(value: f64) -> String {
-    if value >= 100.0 {
-        format!("{value:.0}")
-    } else if value >= 10.0 {
-        format!("{value:.1}")
-    } else {
-        format!("{value:.2}")
-    }
 }
 
 /// Starts an MCP server on stdio and times it to its first `tools/list` answer.
@@ -751,134 +653,4 @@ fn check_echo(result: &Value) -> Result<()> {
         bail!("a wrong echo: {result}");
     }
     Ok(())
-}
-
-/// An MCP server serving HTTP, as a child process.
-struct HttpServer {
-    child: Child,
-    addr: SocketAddr,
-    log: PathBuf,
-}
-
-impl HttpServer {
-    /// Starts `command` and waits until it accepts connections at `addr`.
-    fn spawn(mut command: Command, addr: SocketAddr, log: &Path) -> Result<Self> {
-        let stderr = std::fs::File::create(log)?;
-        let child = command
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(stderr)
-            .spawn()
-            .with_context(|| format!("starting {:?}", command.get_program()))?;
-        watchdog::register(child.id());
-        let mut server = Self {
-            child,
-            addr,
-            log: log.to_path_buf(),
-        };
-        let deadline = Instant::now() + Duration::from_secs(120);
-        while TcpStream::connect(addr).is_err() {
-            if let Some(status) = server.child.try_wait()? {
-                bail!("it exited ({status}) before it listened: {}", server.died());
-            }
-            if Instant::now() > deadline {
-                bail!("it did not listen within 120 s: {}", server.died());
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        Ok(server)
-    }
-
-    fn died(&self) -> String {
-        format!(
-            "the server at {} failed; its log ends with:\n{}",
-            self.addr,
-            log_tail(&self.log)
-        )
-    }
-}
-
-impl Drop for HttpServer {
-    fn drop(&mut self) {
-        watchdog::unregister(self.child.id());
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// A loopback address with a port free right now.
-fn free_addr() -> Result<SocketAddr> {
-    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?)
-}
-
-struct Load {
-    calls: u64,
-    elapsed: Duration,
-}
-
-/// [`CLIENTS`] sessions calling echo tools (client `i` calls `tools[i % len]`) for `duration`.
-async fn load(addr: SocketAddr, tools: &[String], duration: Duration) -> Result<Load> {
-    let mut sessions = Vec::new();
-    for _ in 0..CLIENTS {
-        sessions.push(tokio::spawn(HttpSession::open(addr)));
-    }
-    let mut clients = tokio::task::JoinSet::new();
-    let start = Instant::now();
-    let end = start + duration;
-    for (i, session) in sessions.into_iter().enumerate() {
-        let mut session = session.await??;
-        let tool = tools[i % tools.len()].clone();
-        clients.spawn(async move {
-            let mut calls = 0u64;
-            while Instant::now() < end {
-                let result = session
-                    .call_tool(&tool, json!({"message": MESSAGE}))
-                    .await?;
-                check_echo(&result)?;
-                calls += 1;
-            }
-            anyhow::Ok(calls)
-        });
-    }
-    let mut calls = 0;
-    while let Some(done) = clients.join_next().await {
-        calls += done??;
-    }
-    Ok(Load {
-        calls,
-        elapsed: start.elapsed(),
-    })
-}
-
-/// What the figures were measured on.
-fn machine() -> Value {
-    let read = |path: &str| std::fs::read_to_string(path).unwrap_or_default();
-    let cpuinfo = read("/proc/cpuinfo");
-    let cpu = cpuinfo
-        .lines()
-        .find_map(|l| l.strip_prefix("model name"))
-        .map(|l| l.trim_start_matches([' ', '\t', ':']).to_string());
-    let memory_gib = read("/proc/meminfo")
-        .lines()
-        .find_map(|l| l.strip_prefix("MemTotal:"))
-        .and_then(|kb| kb.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
-        .map(|kb| (kb / (1 << 20) as f64 * 10.0).round() / 10.0);
-    json!({
-        "cpus": std::thread::available_parallelism().map(|n| n.get()).ok(),
-        "cpu": cpu,
-        "memory_gib": memory_gib,
-        "kernel": read("/proc/sys/kernel/osrelease").trim(),
-        "load_average": read("/proc/loadavg").split_whitespace().take(3).collect::<Vec<_>>().join(" "),
-    })
-}
-
-fn machine_line(machine: &Value) -> String {
-    format!(
-        "machine: {} CPUs ({}), {} GiB, Linux {}, load average {}",
-        machine["cpus"],
-        machine["cpu"].as_str().unwrap_or("?"),
-        machine["memory_gib"],
-        machine["kernel"].as_str().unwrap_or("?"),
-        machine["load_average"].as_str().unwrap_or("?"),
-    )
 }
