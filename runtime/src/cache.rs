@@ -8,7 +8,7 @@
 
 use std::fs;
 use std::hash::{DefaultHasher, Hash, Hasher};
-use std::io::Write;
+use std::io::{Read, Write};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
@@ -73,10 +73,14 @@ impl Cache {
     /// compiled now and stored. A cache that cannot be written costs only the next start.
     pub fn component(&self, engine: &Engine, wasm: &[u8]) -> Result<Component> {
         let path = self.entry_path(engine, wasm);
-        if let Some(artifact) = self.read_entry(&path) {
+        if self.entry_is_valid(&path) {
             // SAFETY: the tag proves this process's user wrote these bytes with `serialize` for
             // this very engine configuration (the key and the engine hash are in the path and tag).
-            match unsafe { Component::deserialize(engine, artifact) } {
+            // wasmtime maps the file instead of copying it (only the pages in use become
+            // resident, and start-up copies nothing); that is sound because entries are only ever
+            // replaced by a rename, never rewritten in place. The tag after the artifact is
+            // outside every section wasmtime reads.
+            match unsafe { Component::deserialize_file(engine, &path) } {
                 Ok(component) => return Ok(component),
                 Err(e) => tracing::warn!("ignoring cache entry {}: {e}", path.display()),
             }
@@ -122,27 +126,44 @@ impl Cache {
             .join(format!("{}-{:016x}.cwasm", hex(&digest), hasher.finish()))
     }
 
-    /// The artifact of a valid entry; `None` for a missing, foreign or damaged one.
-    fn read_entry(&self, path: &Path) -> Option<Vec<u8>> {
-        let mut bytes = fs::read(path).ok()?;
-        if check_private(path).is_err() || bytes.len() < TAG_LEN {
+    /// Whether `path` is an entry this cache wrote: private, with a tag that matches. The
+    /// artifact is checked through a small buffer, never held in memory whole.
+    fn entry_is_valid(&self, path: &Path) -> bool {
+        let Ok(mut file) = fs::File::open(path) else {
+            return false;
+        };
+        let len = file.metadata().map_or(0, |m| m.len());
+        if check_private(path).is_err() || len < TAG_LEN as u64 {
             tracing::warn!(
                 "ignoring cache entry {}: not written by moat",
                 path.display()
             );
-            return None;
+            return false;
         }
-        let tag = bytes.split_off(bytes.len() - TAG_LEN);
         let mut mac = self.mac(path);
-        mac.update(&bytes);
+        let mut artifact = (&mut file).take(len - TAG_LEN as u64);
+        let mut buffer = vec![0; 1 << 16];
+        let mut tag = [0; TAG_LEN];
+        let read = loop {
+            match artifact.read(&mut buffer) {
+                Ok(0) => break file.read_exact(&mut tag),
+                Ok(n) => mac.update(&buffer[..n]),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => break Err(e),
+            }
+        };
+        if let Err(e) = read {
+            tracing::warn!("ignoring cache entry {}: {e}", path.display());
+            return false;
+        }
         if mac.verify_slice(&tag).is_err() {
             tracing::warn!(
                 "ignoring cache entry {}: its tag does not match",
                 path.display()
             );
-            return None;
+            return false;
         }
-        Some(bytes)
+        true
     }
 
     fn write_entry(&self, path: &Path, artifact: &[u8]) -> Result<()> {

@@ -1,0 +1,656 @@
+//! `moat-perf`: moat against its baselines, measured side by side in one run.
+//!
+//! * **P1** stdio `tools/call` round trip of `echo`: moat vs `native-echo` (the same tool written
+//!   in plain Rust on rmcp), one client, calls alternating between the two.
+//! * **P2** Streamable HTTP calls per second with 64 concurrent sessions: moat vs `native-echo`,
+//!   rounds alternating.
+//! * **P3** time from process start to the first `tools/list` answer, 1 and 50 plugins, with an
+//!   empty compile cache (cold) and a filled one (warm).
+//! * **P4** moat's resident memory with 50 plugins, idle and at its peak under 64 concurrent calls.
+//! * **P5** a CPU-heavy call (sha256 of 8 MiB) in moat vs the same component in a bare wasmtime
+//!   embedding (the engine's floor), and vs native code.
+//!
+//! Prints a markdown table and writes the figures as JSON. Targets are reported, never enforced:
+//! the run fails only when something breaks (a server does not start, an answer is wrong).
+
+mod floor;
+mod http;
+mod procfs;
+mod report;
+mod stats;
+mod stdio;
+mod watchdog;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail, ensure};
+use clap::Parser;
+use serde_json::{Value, json};
+use wasmtime::component::Val;
+
+use crate::http::{HttpServer, HttpSession, free_addr, load};
+use crate::procfs::{memory, mib, reset_peak};
+use crate::report::{Row, Target, machine, machine_line, table};
+use crate::stats::{Stats, median, micros, millis};
+use crate::stdio::StdioServer;
+
+/// Benchmarks moat against a native MCP server and a bare wasmtime embedding.
+#[derive(Parser)]
+struct Cli {
+    /// Few iterations, for CI: checks that everything runs and answers right; figures are rough.
+    #[arg(long)]
+    quick: bool,
+    /// The moat binary (a release build).
+    #[arg(long, default_value = "target/release/moat")]
+    moat: PathBuf,
+    /// The native baseline server; default: `native-echo` next to this binary.
+    #[arg(long)]
+    native: Option<PathBuf>,
+    /// The folder holding echo.wasm, text.wasm, time.wasm and burn.wasm.
+    #[arg(long, default_value = "target/wasm-plugins/wasm32-wasip2/release")]
+    plugins: PathBuf,
+    /// Where to write the results as JSON.
+    #[arg(long, default_value = "target/bench/results.json")]
+    out: PathBuf,
+    /// Give up (stopping the servers) after this many seconds; default 300 with --quick, else 1800.
+    #[arg(long, value_name = "SECONDS")]
+    timeout: Option<u64>,
+    /// Run only these measurements (e.g. `--only P1,P3`).
+    #[arg(long, value_delimiter = ',')]
+    only: Vec<String>,
+}
+
+/// How much of each measurement to do.
+struct Settings {
+    stdio_calls: usize,
+    http_rounds: usize,
+    http_round: Duration,
+    cold_starts: usize,
+    /// Compiling 50 plugins takes most of a minute on two cores: too long for CI.
+    cold_many: bool,
+    /// The plugins the 50 are copies of, in turn.
+    many_kinds: &'static [&'static str],
+    warm_starts: usize,
+    memory_load: Duration,
+    hash_calls: usize,
+}
+
+impl Settings {
+    fn new(quick: bool) -> Self {
+        if quick {
+            Self {
+                stdio_calls: 300,
+                http_rounds: 1,
+                http_round: Duration::from_millis(700),
+                cold_starts: 1,
+                cold_many: false,
+                // Small ones only: even a warm start must first fill the cache.
+                many_kinds: &["echo"],
+                warm_starts: 2,
+                memory_load: Duration::from_millis(700),
+                hash_calls: 3,
+            }
+        } else {
+            Self {
+                stdio_calls: 10_000,
+                http_rounds: 3,
+                http_round: Duration::from_secs(3),
+                cold_starts: 3,
+                cold_many: true,
+                many_kinds: &["echo", "text", "time"],
+                warm_starts: 9,
+                memory_load: Duration::from_secs(3),
+                hash_calls: 20,
+            }
+        }
+    }
+}
+
+/// Concurrent clients for the HTTP and memory measurements.
+const CLIENTS: usize = 64;
+/// Plugins in the large configuration.
+const MANY_PLUGINS: usize = 50;
+/// MiB hashed by the CPU-heavy call.
+const HASH_MIB: u32 = 8;
+const MESSAGE: &str = "hello, moat";
+
+/// One of the measurements.
+type Step = fn(&mut Bench) -> Result<()>;
+
+struct Bench {
+    moat: PathBuf,
+    native: PathBuf,
+    plugins: PathBuf,
+    settings: Settings,
+    /// Generated configs, compile caches and server logs.
+    work: PathBuf,
+    runtime: tokio::runtime::Runtime,
+    /// The measurements to run, by id; all when empty.
+    only: Vec<String>,
+    rows: Vec<Row>,
+}
+
+fn main() -> std::process::ExitCode {
+    match run(Cli::parse()) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("moat-perf: {error:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cli: Cli) -> Result<()> {
+    let native = match cli.native {
+        Some(path) => path,
+        None => std::env::current_exe()?.with_file_name("native-echo"),
+    };
+    for path in [&cli.moat, &native] {
+        ensure!(
+            path.is_file(),
+            "{} not found; build it first (`./dev bench` does)",
+            path.display()
+        );
+    }
+    for plugin in ["echo", "text", "time", "burn"] {
+        let path = cli.plugins.join(format!("{plugin}.wasm"));
+        ensure!(
+            path.is_file(),
+            "{} not found; build the plugins first",
+            path.display()
+        );
+    }
+    let default_timeout = if cli.quick { 300 } else { 1800 };
+    watchdog::start(Duration::from_secs(cli.timeout.unwrap_or(default_timeout)));
+    let work = std::env::temp_dir().join(format!("moat-perf-{}", std::process::id()));
+    std::fs::create_dir_all(&work)?;
+    let mut bench = Bench {
+        moat: cli.moat,
+        native,
+        plugins: cli.plugins,
+        settings: Settings::new(cli.quick),
+        work: work.clone(),
+        runtime: tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()?,
+        only: cli.only,
+        rows: Vec::new(),
+    };
+    let outcome = bench.run_all();
+    let _ = std::fs::remove_dir_all(&work);
+    outcome?;
+
+    let machine = machine();
+    println!("\n{}\n", machine_line(&machine));
+    print!("{}", table(&bench.rows));
+    let report = json!({
+        "mode": if cli.quick { "quick" } else { "full" },
+        "machine": machine,
+        "results": bench.rows.iter().map(Row::json).collect::<Vec<_>>(),
+    });
+    if let Some(dir) = cli.out.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    std::fs::write(&cli.out, serde_json::to_string_pretty(&report)? + "\n")
+        .with_context(|| format!("writing {}", cli.out.display()))?;
+    println!("\nwrote {}", cli.out.display());
+    Ok(())
+}
+
+impl Bench {
+    fn run_all(&mut self) -> Result<()> {
+        // P3 first: it fills the warm compile cache the others start from.
+        let steps: [(&str, &str, Step); 5] = [
+            ("P3", "start-up", Self::startup),
+            ("P1", "stdio round trip", Self::stdio_round_trip),
+            ("P2", "HTTP throughput", Self::http_throughput),
+            ("P4", "memory", Self::memory),
+            ("P5", "CPU-heavy call", Self::cpu_heavy),
+        ];
+        for (id, name, step) in steps {
+            if self.only.is_empty() || self.only.iter().any(|o| o.eq_ignore_ascii_case(id)) {
+                eprintln!("moat-perf: {id}, {name}…");
+                step(self).with_context(|| format!("{id}, {name}"))?;
+            }
+        }
+        Ok(())
+    }
+
+    fn plugin(&self, name: &str) -> PathBuf {
+        self.plugins.join(format!("{name}.wasm"))
+    }
+
+    /// The compile cache shared by every warm start.
+    fn warm_cache(&self) -> PathBuf {
+        self.work.join("cache-warm")
+    }
+
+    fn moat_command(&self, args: &[&str], cache: &Path) -> Command {
+        let mut command = Command::new(&self.moat);
+        command.args(args).env("MOAT_CACHE_DIR", cache);
+        command
+    }
+
+    fn log(&self, name: &str) -> PathBuf {
+        self.work.join(format!("{name}.log"))
+    }
+
+    /// A moat.toml serving `count` plugins: copies of the bundled ones in turn (echo only in quick
+    /// mode), under numbered names. Each
+    /// copy differs from the others by a custom section, so that each is a component of its own
+    /// to compile and cache, as `count` different plugins would be.
+    fn config(&self, count: usize) -> Result<(PathBuf, Vec<String>)> {
+        let mut text = String::new();
+        let mut names = Vec::new();
+        for i in 0..count {
+            let kinds = self.settings.many_kinds;
+            let kind = kinds[i % kinds.len()];
+            let (name, path) = if count == 1 {
+                (kind.to_string(), self.plugin(kind).canonicalize()?)
+            } else {
+                let name = format!("{kind}{:02}", i + 1);
+                let mut wasm = std::fs::read(self.plugin(kind))?;
+                wasm.extend(custom_section("moat-perf-copy", name.as_bytes()));
+                let path = std::path::absolute(self.work.join(format!("{name}.wasm")))?;
+                std::fs::write(&path, wasm)?;
+                (name, path)
+            };
+            text.push_str(&format!("[plugins.{name}]\npath = {path:?}\n\n"));
+            names.push(name);
+        }
+        let path = self.work.join(format!("moat-{count}.toml"));
+        std::fs::write(&path, text)?;
+        Ok((path, names))
+    }
+
+    /// P3: process start to the first `tools/list` answer.
+    fn startup(&mut self) -> Result<()> {
+        let native: Vec<f64> = (0..self.settings.warm_starts)
+            .map(|_| {
+                let log = self.log("native-start");
+                time_to_tools(Command::new(&self.native), &log).map(|(t, _)| millis(t))
+            })
+            .collect::<Result<_>>()?;
+        let native = median(native);
+        for count in [1, MANY_PLUGINS] {
+            let (config, names) = self.config(count)?;
+            let config = config
+                .to_str()
+                .context("a non-UTF-8 temp folder")?
+                .to_string();
+            let args = ["serve", "--config", &config];
+            let check = |tools: &[Value]| check_tools(tools, &names);
+            let mut cold = Vec::new();
+            let cold_starts = if count == 1 || self.settings.cold_many {
+                self.settings.cold_starts
+            } else {
+                0
+            };
+            for run in 0..cold_starts {
+                let cache = self.work.join(format!("cache-cold-{count}-{run}"));
+                let log = self.log(&format!("moat-cold-{count}"));
+                let (time, tools) = time_to_tools(self.moat_command(&args, &cache), &log)?;
+                check(&tools)?;
+                eprintln!("moat-perf:   {count} plugins, cold: {:.0} ms", millis(time));
+                cold.push(millis(time));
+            }
+            // The first start fills the cache; the ones after it are measured.
+            let log = self.log(&format!("moat-warm-{count}"));
+            time_to_tools(self.moat_command(&args, &self.warm_cache()), &log)?;
+            let mut warm = Vec::new();
+            for _ in 0..self.settings.warm_starts {
+                let (time, tools) =
+                    time_to_tools(self.moat_command(&args, &self.warm_cache()), &log)?;
+                check(&tools)?;
+                warm.push(millis(time));
+            }
+            let plugins = if count == 1 {
+                "1 plugin".to_string()
+            } else {
+                format!("{count} plugins ({})", self.settings.many_kinds.join(", "))
+            };
+            for (state, times) in [("cold", cold), ("warm", warm)] {
+                if times.is_empty() {
+                    continue;
+                }
+                let target = if count == MANY_PLUGINS && state == "warm" {
+                    Target::AtMost(100.0)
+                } else {
+                    Target::None
+                };
+                self.rows.push(Row {
+                    id: "P3",
+                    what: format!(
+                        "start → first tools/list, {plugins}, {state} cache (median of {})",
+                        times.len()
+                    ),
+                    unit: "ms",
+                    moat: median(times),
+                    baseline: Some(("native-echo", native)),
+                    target,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// P1: stdio round trips of `echo`, alternating between moat and the native server.
+    fn stdio_round_trip(&mut self) -> Result<()> {
+        let echo = self.plugin("echo");
+        let echo = echo.to_str().context("a non-UTF-8 path")?;
+        let mut moat = StdioServer::spawn(
+            self.moat_command(&["serve", echo], &self.warm_cache()),
+            &self.log("moat-stdio"),
+        )?;
+        let mut native = StdioServer::spawn(Command::new(&self.native), &self.log("native-stdio"))?;
+        let mut schemas = Vec::new();
+        for server in [&mut moat, &mut native] {
+            server.initialize()?;
+            let tools = server.list_tools()?;
+            let tool = tools
+                .iter()
+                .find(|t| t["name"] == "echo_echo")
+                .context("no echo_echo tool")?;
+            schemas.push((tool["inputSchema"].clone(), tool["outputSchema"].clone()));
+        }
+        ensure!(
+            schemas[0] == schemas[1],
+            "moat's and the native server's echo_echo differ: {schemas:?}"
+        );
+
+        let calls = self.settings.stdio_calls;
+        let mut times = [Vec::with_capacity(calls), Vec::with_capacity(calls)];
+        for i in 0..(calls / 10 + calls) {
+            // Alternate who goes first, so that neither always follows the other's wake-up.
+            let order = if i % 2 == 0 { [0, 1] } else { [1, 0] };
+            for which in order {
+                let server = if which == 0 { &mut moat } else { &mut native };
+                let start = Instant::now();
+                let result = server.call_tool("echo_echo", json!({"message": MESSAGE}))?;
+                let time = start.elapsed();
+                check_echo(&result)?;
+                if i >= calls / 10 {
+                    times[which].push(time);
+                }
+            }
+        }
+        let [moat, native] = times.map(|t| Stats::of(t).expect("calls were made"));
+        for (label, pick) in [
+            ("p50", (moat.p50, native.p50)),
+            ("p99", (moat.p99, native.p99)),
+        ] {
+            self.rows.push(Row {
+                id: "P1",
+                what: format!(
+                    "stdio tools/call echo round trip, {label} ({} calls each)",
+                    moat.count
+                ),
+                unit: "µs",
+                moat: micros(pick.0),
+                baseline: Some(("native-echo", micros(pick.1))),
+                target: Target::RatioAtMost(1.25),
+            });
+        }
+        Ok(())
+    }
+
+    /// P2: calls per second over Streamable HTTP with [`CLIENTS`] sessions, rounds alternating.
+    fn http_throughput(&mut self) -> Result<()> {
+        let echo = self.plugin("echo");
+        let echo = echo.to_str().context("a non-UTF-8 path")?;
+        let moat_addr = free_addr()?;
+        let moat = HttpServer::spawn(
+            self.moat_command(
+                &["serve", "--http", &moat_addr.to_string(), echo],
+                &self.warm_cache(),
+            ),
+            moat_addr,
+            &self.log("moat-http"),
+        )?;
+        let native_addr = free_addr()?;
+        let mut native = Command::new(&self.native);
+        native.args(["--http", &native_addr.to_string()]);
+        let native = HttpServer::spawn(native, native_addr, &self.log("native-http"))?;
+
+        let tools = ["echo_echo".to_string()];
+        let (mut moat_rate, mut native_rate) = (Vec::new(), Vec::new());
+        for round in 0..self.settings.http_rounds {
+            let order = if round % 2 == 0 { [0, 1] } else { [1, 0] };
+            for which in order {
+                let server = if which == 0 { &moat } else { &native };
+                let load = self
+                    .runtime
+                    .block_on(load(server.addr, &tools, self.settings.http_round))
+                    .with_context(|| server.died())?;
+                let rate = load.calls as f64 / load.elapsed.as_secs_f64();
+                if which == 0 {
+                    &mut moat_rate
+                } else {
+                    &mut native_rate
+                }
+                .push(rate);
+            }
+        }
+        self.rows.push(Row {
+            id: "P2",
+            what: format!(
+                "HTTP tools/call echo, {CLIENTS} sessions, calls/s (median of {} rounds of {:?})",
+                moat_rate.len(),
+                self.settings.http_round
+            ),
+            unit: "calls/s",
+            moat: median(moat_rate),
+            baseline: Some(("native-echo", median(native_rate))),
+            target: Target::RatioAtLeast(0.8),
+        });
+        Ok(())
+    }
+
+    /// P4: moat's memory with 50 plugins, idle and under [`CLIENTS`] concurrent calls.
+    fn memory(&mut self) -> Result<()> {
+        let (config, names) = self.config(MANY_PLUGINS)?;
+        let config = config
+            .to_str()
+            .context("a non-UTF-8 temp folder")?
+            .to_string();
+        let echo_tools: Vec<String> = names
+            .iter()
+            .filter(|n| n.starts_with("echo"))
+            .map(|n| format!("{n}_echo"))
+            .collect();
+        let addr = free_addr()?;
+        let moat = HttpServer::spawn(
+            self.moat_command(
+                &["serve", "--http", &addr.to_string(), "--config", &config],
+                &self.warm_cache(),
+            ),
+            addr,
+            &self.log("moat-memory"),
+        )?;
+        let (moat_idle, moat_peak) = self.idle_and_peak(&moat, &echo_tools)?;
+
+        let addr = free_addr()?;
+        let mut native = Command::new(&self.native);
+        native.args(["--http", &addr.to_string()]);
+        let native = HttpServer::spawn(native, addr, &self.log("native-memory"))?;
+        let (native_idle, native_peak) = self.idle_and_peak(&native, &["echo_echo".to_string()])?;
+
+        self.rows.push(Row {
+            id: "P4",
+            what: format!(
+                "resident memory, idle, moat with {MANY_PLUGINS} plugins ({})",
+                self.settings.many_kinds.join(", ")
+            ),
+            unit: "MiB",
+            moat: mib(moat_idle),
+            baseline: Some(("native-echo", mib(native_idle))),
+            target: Target::AtMost(150.0),
+        });
+        self.rows.push(Row {
+            id: "P4",
+            what: format!("resident memory, peak − idle under {CLIENTS} concurrent calls"),
+            unit: "MiB",
+            moat: mib(moat_peak.saturating_sub(moat_idle)),
+            baseline: Some(("native-echo", mib(native_peak.saturating_sub(native_idle)))),
+            target: Target::AtMost(64.0),
+        });
+        Ok(())
+    }
+
+    /// A server's resident memory once it has answered a list, and its peak under load.
+    fn idle_and_peak(&self, server: &HttpServer, tools: &[String]) -> Result<(u64, u64)> {
+        let pid = server.child.id();
+        self.runtime.block_on(async {
+            let mut session = HttpSession::open(server.addr).await?;
+            session.request("tools/list", json!({})).await?;
+            anyhow::Ok(())
+        })?;
+        std::thread::sleep(Duration::from_millis(300));
+        let idle = memory(pid)?.rss;
+        let peak_was_reset = reset_peak(pid);
+        let sampled_peak = Arc::new(AtomicU64::new(idle));
+        let sampler = {
+            let sampled_peak = sampled_peak.clone();
+            let duration = self.settings.memory_load + Duration::from_secs(1);
+            std::thread::spawn(move || {
+                let end = Instant::now() + duration;
+                while Instant::now() < end {
+                    if let Ok(m) = memory(pid) {
+                        sampled_peak.fetch_max(m.rss, Ordering::Relaxed);
+                    }
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+            })
+        };
+        self.runtime
+            .block_on(load(server.addr, tools, self.settings.memory_load))
+            .with_context(|| server.died())?;
+        let after = memory(pid)?;
+        let _ = sampler.join();
+        let sampled = sampled_peak.load(Ordering::Relaxed).max(after.rss);
+        let peak = if peak_was_reset {
+            after.hwm.max(sampled)
+        } else {
+            sampled
+        };
+        Ok((idle, peak))
+    }
+
+    /// P5: sha256 of 8 MiB in moat (limits on), in a bare wasmtime embedding, and natively.
+    fn cpu_heavy(&mut self) -> Result<()> {
+        let burn = self.plugin("burn");
+        let mut moat = StdioServer::spawn(
+            self.moat_command(
+                &["serve", burn.to_str().context("a non-UTF-8 path")?],
+                &self.warm_cache(),
+            ),
+            &self.log("moat-burn"),
+        )?;
+        moat.initialize()?;
+        let floor = floor::Floor::load(&burn, "sha256")?;
+        let expected = floor::native_sha256(HASH_MIB);
+        let params = [Val::U32(HASH_MIB)];
+
+        let mut times: [Vec<Duration>; 3] = Default::default();
+        let calls = self.settings.hash_calls;
+        for i in 0..calls + 2 {
+            let start = Instant::now();
+            let result = moat.call_tool("burn_sha256", json!({"mib": HASH_MIB}))?;
+            let moat_time = start.elapsed();
+            ensure!(
+                result["structuredContent"]["value"] == expected,
+                "moat's sha256 is wrong: {result}"
+            );
+            let start = Instant::now();
+            let digest = self.runtime.block_on(floor.call(&params))?;
+            let floor_time = start.elapsed();
+            ensure!(digest == expected, "the floor's sha256 is wrong: {digest}");
+            let start = Instant::now();
+            let digest = floor::native_sha256(HASH_MIB);
+            let native_time = start.elapsed();
+            ensure!(digest == expected, "the native sha256 is wrong: {digest}");
+            if i >= 2 {
+                for (series, time) in times.iter_mut().zip([moat_time, floor_time, native_time]) {
+                    series.push(time);
+                }
+            }
+        }
+        let [moat, floor, native] = times.map(|t| Stats::of(t).expect("calls were made"));
+        self.rows.push(Row {
+            id: "P5",
+            what: format!("sha256 of {HASH_MIB} MiB in a tool, p50 ({calls} calls)"),
+            unit: "ms",
+            moat: millis(moat.p50),
+            baseline: Some(("wasmtime floor", millis(floor.p50))),
+            target: Target::RatioAtMost(1.1),
+        });
+        self.rows.push(Row {
+            id: "P5",
+            what: format!("sha256 of {HASH_MIB} MiB, moat vs native code, p50 (for information)"),
+            unit: "ms",
+            moat: millis(moat.p50),
+            baseline: Some(("native Rust", millis(native.p50))),
+            target: Target::None,
+        });
+        Ok(())
+    }
+}
+
+/// Starts an MCP server on stdio and times it to its first `tools/list` answer.
+fn time_to_tools(command: Command, log: &Path) -> Result<(Duration, Vec<Value>)> {
+    let start = Instant::now();
+    let mut server = StdioServer::spawn(command, log)?;
+    server.initialize()?;
+    let tools = server.list_tools()?;
+    Ok((start.elapsed(), tools))
+}
+
+/// A WebAssembly custom section (id 0): valid at the end of a component, ignored by the engine.
+fn custom_section(name: &str, payload: &[u8]) -> Vec<u8> {
+    fn leb128(mut n: usize, out: &mut Vec<u8>) {
+        loop {
+            let byte = (n & 0x7f) as u8;
+            n >>= 7;
+            if n == 0 {
+                out.push(byte);
+                return;
+            }
+            out.push(byte | 0x80);
+        }
+    }
+    let mut body = Vec::new();
+    leb128(name.len(), &mut body);
+    body.extend(name.as_bytes());
+    body.extend(payload);
+    let mut section = vec![0];
+    leb128(body.len(), &mut section);
+    section.extend(body);
+    section
+}
+
+/// Every configured plugin must have brought its tools.
+fn check_tools(tools: &[Value], plugins: &[String]) -> Result<()> {
+    for plugin in plugins {
+        let prefix = format!("{plugin}_");
+        ensure!(
+            tools
+                .iter()
+                .any(|t| t["name"].as_str().is_some_and(|n| n.starts_with(&prefix))),
+            "plugin {plugin} has no tools in the list ({} tools)",
+            tools.len()
+        );
+    }
+    Ok(())
+}
+
+/// An echo result must carry the message as text and as structured content.
+fn check_echo(result: &Value) -> Result<()> {
+    if result["content"][0]["text"] != MESSAGE || result["structuredContent"]["value"] != MESSAGE {
+        bail!("a wrong echo: {result}");
+    }
+    Ok(())
+}
