@@ -2,6 +2,7 @@
 
 mod cache;
 mod chatty;
+mod conformance;
 mod echo;
 mod foreign;
 mod hostile;
