@@ -3,6 +3,7 @@
 mod burn;
 mod cache;
 mod chatty;
+mod conformance;
 mod echo;
 mod fetch;
 mod foreign;
