@@ -14,7 +14,7 @@
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
-use crate::policy::HostPattern;
+use crate::network::NetworkGrant;
 
 /// The name of the custom section that carries the manifest.
 pub const MANIFEST_SECTION: &str = "moat:manifest";
@@ -31,7 +31,7 @@ pub struct Manifest {
     pub env: Vec<String>,
     /// Hosts the plugin would reach, as host patterns (`https://api.example.org`, `*.example.org:443`).
     #[serde(default)]
-    pub network: Vec<HostPattern>,
+    pub network: Vec<NetworkGrant>,
     /// The linear memory the plugin needs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_memory_mb: Option<usize>,

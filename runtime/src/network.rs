@@ -65,6 +65,9 @@ pub enum HostPattern {
     Subdomains(String),
     /// An IP literal: the only way to grant an address of the host's own networks.
     Ip(IpAddr),
+    /// `*`: any host; useful as a policy ceiling. Addresses of the host's own networks still
+    /// need a grant naming them.
+    Any,
 }
 
 impl HostPattern {
@@ -75,6 +78,7 @@ impl HostPattern {
                 .strip_suffix(suffix.as_str())
                 .is_some_and(|prefix| !prefix.is_empty()),
             (HostPattern::Ip(ip), Host::Ip(host)) => ip.to_canonical() == host.to_canonical(),
+            (HostPattern::Any, _) => true,
             _ => false,
         }
     }
@@ -86,7 +90,12 @@ impl HostPattern {
         match other {
             HostPattern::Name(name) => self.matches(&Host::Name(name.clone())),
             HostPattern::Ip(ip) => self.matches(&Host::Ip(*ip)),
-            HostPattern::Subdomains(_) => self == other,
+            HostPattern::Subdomains(theirs) => match self {
+                HostPattern::Subdomains(mine) => theirs.ends_with(mine.as_str()),
+                HostPattern::Any => true,
+                _ => false,
+            },
+            HostPattern::Any => *self == HostPattern::Any,
         }
     }
 }
@@ -95,7 +104,9 @@ impl FromStr for HostPattern {
     type Err = anyhow::Error;
 
     fn from_str(text: &str) -> Result<Self> {
-        if let Some(suffix) = text.strip_prefix("*.") {
+        if text == "*" {
+            Ok(HostPattern::Any)
+        } else if let Some(suffix) = text.strip_prefix("*.") {
             match parse_host(suffix)? {
                 Host::Name(name) => Ok(HostPattern::Subdomains(format!(".{name}"))),
                 Host::Ip(_) => bail!("`*.` goes with host names, not IP addresses"),
@@ -119,8 +130,9 @@ pub enum PortPattern {
     Any,
 }
 
-/// One entry of a plugin's `network` list.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// One entry of a plugin's `network` list (also of a manifest's request and a policy's ceiling).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(try_from = "String", into = "String")]
 pub struct NetworkGrant {
     /// `None`: http and https alike.
     pub scheme: Option<Scheme>,
@@ -129,18 +141,35 @@ pub struct NetworkGrant {
 }
 
 impl NetworkGrant {
+    /// Whether every request `other` allows, this grant allows too.
+    pub fn covers(&self, other: &NetworkGrant) -> bool {
+        let schemes = match other.scheme {
+            Some(scheme) => vec![scheme],
+            None => vec![Scheme::Http, Scheme::Https],
+        };
+        self.host.covers(&other.host)
+            && schemes.into_iter().all(|scheme| {
+                self.scheme.is_none_or(|s| s == scheme)
+                    && match (self.port_for(scheme), other.port_for(scheme)) {
+                        (None, _) => true,
+                        (Some(mine), theirs) => theirs == Some(mine),
+                    }
+            })
+    }
+
+    /// The one port this grant allows with `scheme`, or `None` for any port.
+    fn port_for(&self, scheme: Scheme) -> Option<u16> {
+        match self.port {
+            PortPattern::Default => Some(scheme.default_port()),
+            PortPattern::Exact(port) => Some(port),
+            PortPattern::Any => None,
+        }
+    }
+
     fn matches(&self, target: &Target) -> bool {
         self.scheme.is_none_or(|s| s == target.scheme)
             && self.host.matches(&target.host)
-            && self.port_matches(target.scheme, target.port)
-    }
-
-    fn port_matches(&self, scheme: Scheme, port: u16) -> bool {
-        match self.port {
-            PortPattern::Default => self.scheme.unwrap_or(scheme).default_port() == port,
-            PortPattern::Exact(p) => p == port,
-            PortPattern::Any => true,
-        }
+            && self.port_for(target.scheme).is_none_or(|p| p == target.port)
     }
 
     /// Whether a raw TCP connection to `addr` is granted: only IP-literal grants apply.
@@ -196,6 +225,21 @@ impl FromStr for NetworkGrant {
     }
 }
 
+impl TryFrom<String> for NetworkGrant {
+    type Error = String;
+
+    fn try_from(text: String) -> Result<Self, String> {
+        text.parse()
+            .map_err(|e: anyhow::Error| format!("network entry \"{text}\": {e:#}"))
+    }
+}
+
+impl From<NetworkGrant> for String {
+    fn from(grant: NetworkGrant) -> String {
+        grant.to_string()
+    }
+}
+
 impl fmt::Display for NetworkGrant {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if let Some(scheme) = self.scheme {
@@ -206,6 +250,7 @@ impl fmt::Display for NetworkGrant {
             HostPattern::Subdomains(suffix) => write!(f, "*{suffix}")?,
             HostPattern::Ip(IpAddr::V6(ip)) => write!(f, "[{ip}]")?,
             HostPattern::Ip(ip) => write!(f, "{ip}")?,
+            HostPattern::Any => f.write_str("*")?,
         }
         match self.port {
             PortPattern::Default => Ok(()),

@@ -31,6 +31,7 @@ use std::fmt;
 use std::net::{IpAddr, SocketAddr};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
@@ -39,6 +40,7 @@ use sha2::{Digest, Sha256};
 
 use crate::grants::{FileGrant, Grants};
 use crate::manifest::{self, Manifest, Mode};
+use crate::network::{Network, NetworkGrant};
 use crate::plugin::Limits;
 use crate::registry::PluginSource;
 use crate::signing::{self, SignatureError, TrustedKey};
@@ -70,7 +72,7 @@ struct CeilingFile {
     deadline_ms: Option<u64>,
     directories: Option<Vec<DirCeiling>>,
     env: Option<Vec<String>>,
-    network: Option<Vec<HostPattern>>,
+    network: Option<Vec<NetworkGrant>>,
 }
 
 /// Which plugins may load: every condition given must hold.
@@ -108,7 +110,7 @@ pub struct Ceiling {
     pub deadline: Option<Duration>,
     pub directories: Option<Vec<DirCeiling>>,
     pub env: Option<Vec<String>>,
-    pub network: Option<Vec<HostPattern>>,
+    pub network: Option<Vec<NetworkGrant>>,
 }
 
 /// A policy in force. [`Policy::none`] is what applies without a policy file.
@@ -612,12 +614,16 @@ pub fn effective(
         &mut notes,
     );
 
-    if let Some(manifest) = manifest {
-        // Moat grants no network yet: whatever the plugin asks for is reported, never granted.
-        let (_, network_notes) =
-            narrow_network(Some(&manifest.network), &[], ceiling.network.as_deref());
-        notes.extend(network_notes);
-    }
+    let (network, network_notes) = narrow_network(
+        manifest.map(|m| m.network.as_slice()),
+        &grants.network.grants,
+        ceiling.network.as_deref(),
+    );
+    notes.extend(network_notes);
+    out.network = Arc::new(Network {
+        grants: network,
+        ..(*grants.network).clone()
+    });
     (limits, out, notes)
 }
 
@@ -669,13 +675,12 @@ fn narrow_limit<T: Copy + Ord>(
 }
 
 /// The network part of the effective grant: each granted pattern, narrowed to what the plugin
-/// asks for (when it has a manifest) and to the ceiling. Operator grants of network access plug
-/// in here as `granted`.
+/// asks for (when it has a manifest) and to the ceiling.
 pub fn narrow_network(
-    requested: Option<&[HostPattern]>,
-    granted: &[HostPattern],
-    ceiling: Option<&[HostPattern]>,
-) -> (Vec<HostPattern>, Vec<Note>) {
+    requested: Option<&[NetworkGrant]>,
+    granted: &[NetworkGrant],
+    ceiling: Option<&[NetworkGrant]>,
+) -> (Vec<NetworkGrant>, Vec<Note>) {
     let mut notes = Vec::new();
     let mut out = Vec::new();
     for grant in granted {
@@ -732,8 +737,8 @@ pub fn narrow_network(
 }
 
 /// The patterns in both lists: a pattern of one that the other covers.
-fn intersect(a: &[HostPattern], b: &[HostPattern]) -> Vec<HostPattern> {
-    let mut out: Vec<HostPattern> = Vec::new();
+fn intersect(a: &[NetworkGrant], b: &[NetworkGrant]) -> Vec<NetworkGrant> {
+    let mut out: Vec<NetworkGrant> = Vec::new();
     for x in a {
         for y in b {
             let narrower = if y.covers(x) {
@@ -749,100 +754,6 @@ fn intersect(a: &[HostPattern], b: &[HostPattern]) -> Vec<HostPattern> {
         }
     }
     out
-}
-
-/// A host pattern: `[scheme://]host[:port]`, where the host may be `*` or start with `*.`.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(try_from = "String", into = "String")]
-pub struct HostPattern {
-    pub scheme: Option<String>,
-    /// Lower-case; `*` for any host, `*.example.org` for any host beneath example.org.
-    pub host: String,
-    pub port: Option<u16>,
-}
-
-impl HostPattern {
-    /// Whether every host, port and scheme `other` allows, this one allows too.
-    pub fn covers(&self, other: &HostPattern) -> bool {
-        let scheme = self.scheme.is_none() || self.scheme == other.scheme;
-        let port = self.port.is_none() || self.port == other.port;
-        let host = match self.host.strip_prefix("*.") {
-            _ if self.host == "*" => true,
-            Some(suffix) => {
-                other
-                    .host
-                    .strip_prefix("*.")
-                    .unwrap_or(&other.host)
-                    .strip_suffix(suffix)
-                    .is_some_and(|rest| rest.ends_with('.'))
-                    || other.host == self.host
-            }
-            None => other.host == self.host,
-        };
-        scheme && port && host
-    }
-}
-
-impl TryFrom<String> for HostPattern {
-    type Error = String;
-
-    fn try_from(text: String) -> Result<Self, String> {
-        let (scheme, rest) = match text.split_once("://") {
-            Some((scheme, rest)) => (Some(scheme.to_ascii_lowercase()), rest),
-            None => (None, text.as_str()),
-        };
-        // `[v6]:port` keeps its brackets; elsewhere the last `:` starts the port.
-        let split = match rest.strip_prefix('[') {
-            Some(v6) => match v6.split_once(']') {
-                Some((ip, "")) => (&rest[..ip.len() + 2], None),
-                Some((ip, port)) => (
-                    &rest[..ip.len() + 2],
-                    Some(port.strip_prefix(':').unwrap_or(port)),
-                ),
-                None => return Err(format!("host pattern \"{text}\": unclosed `[`")),
-            },
-            None => match rest.rsplit_once(':') {
-                Some((host, port)) => (host, Some(port)),
-                None => (rest, None),
-            },
-        };
-        let (host, port) = match split {
-            (host, Some(port)) => {
-                let port = port
-                    .parse()
-                    .map_err(|_| format!("host pattern \"{text}\": bad port \"{port}\""))?;
-                (host, Some(port))
-            }
-            (host, None) => (host, None),
-        };
-        let host = host.to_ascii_lowercase();
-        let wildcard_ok = host == "*" || !host.trim_start_matches("*.").contains('*');
-        if host.is_empty() || host.contains('/') || !wildcard_ok {
-            return Err(format!(
-                "host pattern \"{text}\" must be [scheme://]host[:port], with `*` or `*.` only at the start of the host"
-            ));
-        }
-        Ok(Self { scheme, host, port })
-    }
-}
-
-impl From<HostPattern> for String {
-    fn from(pattern: HostPattern) -> String {
-        pattern.to_string()
-    }
-}
-
-impl fmt::Display for HostPattern {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if let Some(scheme) = &self.scheme {
-            write!(f, "{scheme}://")?;
-        }
-        f.write_str(&self.host)?;
-        if let Some(port) = self.port {
-            write!(f, ":{port}")?;
-        }
-        Ok(())
-    }
 }
 
 /// Why `rule` does not match a plugin, or `None` when it does.

@@ -112,6 +112,7 @@ impl MoatServer {
         started: std::time::Instant,
         outcome: Outcome,
         error: Option<String>,
+        denied: Vec<String>,
     ) {
         let Some(log) = self.registry.audit() else {
             return;
@@ -136,8 +137,7 @@ impl MoatServer {
             duration: started.elapsed(),
             outcome,
             error,
-            // Filled in once the sandbox reports refused capability uses per call.
-            denied: Vec::new(),
+            denied,
         });
     }
 }
@@ -192,6 +192,7 @@ impl ServerHandler for MoatServer {
                 started,
                 Outcome::UnknownTool,
                 None,
+                Vec::new(),
             );
             return Err(McpError::invalid_params(
                 format!("unknown tool \"{}\"", request.name),
@@ -204,12 +205,15 @@ impl ServerHandler for MoatServer {
             self.log_threshold(&context.meta),
             plugin.name.to_string(),
         );
-        let call = plugin.call(tool, request.arguments.as_ref(), Some(events));
-        let outcome = tokio::select! {
+        let call = plugin.call_outcome(tool, request.arguments.as_ref(), Some(events));
+        let crate::plugin::CallOutcome {
+            result: outcome,
+            denials,
+        } = tokio::select! {
             outcome = call => outcome,
             () = context.ct.cancelled() => {
                 forwarder.abort();
-                self.audit(&context, &request, Some(plugin), started, Outcome::Cancelled, None);
+                self.audit(&context, &request, Some(plugin), started, Outcome::Cancelled, None, Vec::new());
                 tracing::info!(tool = tool.name, "call cancelled by the client");
                 return Err(McpError::internal_error("the call was cancelled", None));
             }
@@ -221,7 +225,7 @@ impl ServerHandler for MoatServer {
             Ok(_) => (Outcome::Ok, None),
             Err(error) => (audit::outcome_of(error), Some(error.to_string())),
         };
-        self.audit(&context, &request, Some(plugin), started, audited, error);
+        self.audit(&context, &request, Some(plugin), started, audited, error, denials);
         Ok(match outcome {
             Ok(result) => result,
             Err(error) => {

@@ -1,8 +1,8 @@
 use super::*;
 use crate::manifest::RequestedDir;
 
-fn pattern(text: &str) -> HostPattern {
-    HostPattern::try_from(text.to_string()).unwrap()
+fn pattern(text: &str) -> NetworkGrant {
+    text.parse().unwrap()
 }
 
 #[test]
@@ -26,10 +26,14 @@ fn host_patterns_parse_and_cover() {
     assert!(!pattern("api.example.org:80").covers(&p));
     assert!(!p.covers(&pattern("*.example.org")));
     assert!(pattern("*").covers(&p));
-    assert_eq!(pattern("[::1]").host, "[::1]");
-    assert_eq!(pattern("http://[::1]:8080").port, Some(8080));
+    assert!(!pattern("*").covers(&pattern("api.example.org:8443")));
+    assert!(pattern("*:*").covers(&pattern("http://[::1]:8080")));
+    assert_eq!(
+        pattern("http://[::1]:8080").host,
+        crate::network::HostPattern::Ip("::1".parse().unwrap())
+    );
     for bad in ["", "a*b.org", "https://x.org/path", "x.org:http", "[::1"] {
-        assert!(HostPattern::try_from(bad.to_string()).is_err(), "{bad}");
+        assert!(bad.parse::<NetworkGrant>().is_err(), "{bad}");
     }
 }
 
@@ -77,6 +81,7 @@ fn operator_grants() -> Grants {
             ("TITLE".into(), "Mine".into()),
             ("AWS_SECRET".into(), "x".into()),
         ],
+        ..Grants::default()
     }
 }
 
@@ -188,7 +193,7 @@ fn malformed_policies_are_errors() {
         ),
         ("transports = [\"smoke\"]", "unknown variant"),
         ("http_bind = [\"localhost\"]", "neither an address"),
-        ("[ceiling]\nnetwork = [\"a*b\"]\n", "host pattern"),
+        ("[ceiling]\nnetwork = [\"a*b\"]\n", "network entry \"a*b\""),
         (
             "[ceiling]\ndirectories = [{ path = \"rel\", mode = \"ro\" }]\n",
             "must be absolute",
