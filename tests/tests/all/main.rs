@@ -3,8 +3,10 @@
 mod cache;
 mod chatty;
 mod echo;
+mod filesystem;
 mod foreign;
 mod hostile;
+mod memory;
 mod shapes;
 mod text;
 mod time;
