@@ -5,6 +5,7 @@ mod chatty;
 mod echo;
 mod filesystem;
 mod foreign;
+mod fuel;
 mod hostile;
 mod memory;
 mod shapes;
