@@ -11,7 +11,7 @@
 //! floor on an engine with epoch interruption switched off: what the deadline machinery costs
 //! while a guest computes.
 //!
-//! A third pair of tables measures what fuel metering costs a plugin that has no fuel limit once
+//! A third set of tables measures what fuel metering costs a plugin that has no fuel limit once
 //! some other plugin's limit turned metering on for the whole engine: the same calls on moat's
 //! engine with and without `consume_fuel`.
 //!
@@ -98,7 +98,7 @@ fn main() {
     runtime.block_on(fuel_metering(calls));
 }
 
-/// `echo_echo` and sha256 of 1 MiB on moat's engine, and on the same engine with fuel metering
+/// `echo_echo`, and sha256 and statistics of 1 MiB, on moat's engine, and on the same engine with fuel metering
 /// (the plugins themselves have no fuel limit), interleaved.
 async fn fuel_metering(calls: usize) {
     let metering = moat::engine::new_engine_with_fuel(true).unwrap();
@@ -125,6 +125,14 @@ async fn fuel_metering(calls: usize) {
             plugins::TEXT,
             "text_hash",
             json!({"text": text, "algorithm": "sha256"}),
+            (calls / 100).max(20),
+        ),
+        // Branchy code, unlike sha256's long straight runs: counting characters, words and lines.
+        (
+            "text",
+            plugins::TEXT,
+            "text_stats",
+            json!({"text": text}),
             (calls / 100).max(20),
         ),
     ];
