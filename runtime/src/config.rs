@@ -9,6 +9,7 @@
 //! max_result_kb = 4096
 //! max_concurrent_calls = 4
 //! max_queued_calls = 16
+//! fuel = 100000000             # Wasm instructions per call, about; unset: no count
 //! files = [{ host = "./notes", guest = "/notes", mode = "rw" }]  # nothing unless listed
 //! env = { NOTES_TITLE = "Mine", TOKEN = "${env:NOTES_TOKEN}" }   # from moat's environment
 //! network = ["https://api.example.com", "*.wikipedia.org:443"]   # nothing unless listed
@@ -75,6 +76,7 @@ struct PluginEntry {
     max_result_kb: Option<usize>,
     max_concurrent_calls: Option<usize>,
     max_queued_calls: Option<usize>,
+    fuel: Option<u64>,
     #[serde(default)]
     files: Vec<FileEntry>,
     #[serde(default)]
@@ -245,7 +247,11 @@ fn parse(
                     .max_concurrent_calls
                     .unwrap_or(defaults.max_concurrent_calls),
                 max_queued_calls: entry.max_queued_calls.unwrap_or(defaults.max_queued_calls),
+                fuel: entry.fuel,
             };
+            if limits.fuel == Some(0) {
+                bail!("plugin \"{name}\": fuel must be at least 1 (leave it out for no limit)");
+            }
             if limits.max_concurrent_calls == 0 {
                 bail!("plugin \"{name}\": max_concurrent_calls must be at least 1");
             }

@@ -22,7 +22,16 @@ pub const MAX_MEMORY_BYTES: usize = 1 << 30;
 
 /// Builds the engine and starts the thread that advances its epoch.
 pub fn new_engine() -> Result<Engine> {
-    let engine = Engine::new(&config())?;
+    new_engine_with_fuel(false)
+}
+
+/// [`new_engine`], with fuel metering when `fuel` is true. Metering slows every guest on the
+/// engine, not only those with a fuel limit (README, Limits, has the measured cost), so moat
+/// turns it on only when some plugin asks for fuel; the others then get unlimited fuel.
+pub fn new_engine_with_fuel(fuel: bool) -> Result<Engine> {
+    let mut config = config();
+    config.consume_fuel(fuel);
+    let engine = Engine::new(&config)?;
     start_epoch_ticker(engine.weak());
     Ok(engine)
 }

@@ -286,7 +286,9 @@ async fn serve(
             dup.name
         );
     }
-    let engine = moat::engine::new_engine()?;
+    // Fuel metering costs every plugin: only when one asks for it.
+    let fuel = sources.iter().any(|s| s.limits.fuel.is_some());
+    let engine = moat::engine::new_engine_with_fuel(fuel)?;
     let cache = open_cache();
     let (mut registry, errors) = Registry::load_checked(&engine, &sources, cache.as_ref(), policy)?;
     if let Some((path, arguments)) = audit {

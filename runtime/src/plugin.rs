@@ -50,6 +50,9 @@ pub struct Limits {
     pub max_concurrent_calls: usize,
     /// Calls that may wait for a free slot; one more fails at once.
     pub max_queued_calls: usize,
+    /// Fuel a call may burn (about one unit per Wasm instruction), or `None` for no count; only
+    /// on an engine built with fuel metering.
+    pub fuel: Option<u64>,
 }
 
 impl Default for Limits {
@@ -61,6 +64,7 @@ impl Default for Limits {
             max_result_bytes: 4 << 20,
             max_concurrent_calls: 16,
             max_queued_calls: 64,
+            fuel: None,
         }
     }
 }
@@ -127,6 +131,8 @@ pub enum CallError {
     InvalidArguments(ArgError),
     /// The guest ran past its deadline and was stopped.
     DeadlineExceeded(Duration),
+    /// The guest burnt all the fuel it was given and was stopped.
+    OutOfFuel(u64),
     /// The guest trapped: a panic, `unreachable`, out of memory, an output flood…
     Trap { message: String, stderr: String },
     /// The guest returned something moat cannot hand on.
@@ -145,6 +151,12 @@ impl std::fmt::Display for CallError {
                 write!(
                     f,
                     "the tool ran longer than its {d:?} deadline and was stopped"
+                )
+            }
+            CallError::OutOfFuel(units) => {
+                write!(
+                    f,
+                    "the tool ran out of fuel ({units} units) and was stopped"
                 )
             }
             CallError::Trap { message, stderr } if stderr.is_empty() => {
@@ -191,6 +203,9 @@ impl Plugin {
             None => Component::new(engine, wasm).map_err(anyhow::Error::from),
         }
         .with_context(|| format!("plugin \"{name}\" is not a valid WebAssembly component"))?;
+        if limits.fuel.is_some() && !engine.get_consume_fuel() {
+            bail!("plugin \"{name}\" has a fuel limit, but the engine meters no fuel");
+        }
         let docs = PluginDocs::from_component(wasm).unwrap_or_else(|e| {
             tracing::warn!(plugin = name, "ignoring unreadable doc comments: {e:#}");
             None
@@ -271,7 +286,7 @@ impl Plugin {
             .map_err(|e| CallError::Setup(format!("{e:#}")))?;
         *denials = state.denials();
         let deadline = Instant::now() + limits.deadline;
-        let mut store = self.new_store(state, deadline);
+        let mut store = self.new_store(state, deadline)?;
 
         let run = async {
             let instance = self.pre.instantiate_async(&mut store).await?;
@@ -315,8 +330,18 @@ impl Plugin {
     }
 
     /// A store for one call, with every limit of the plugin set on it.
-    fn new_store(&self, state: HostState, deadline: Instant) -> Store<HostState> {
+    fn new_store(
+        &self,
+        state: HostState,
+        deadline: Instant,
+    ) -> Result<Store<HostState>, CallError> {
         let mut store = Store::new(self.pre.engine(), state);
+        if self.pre.engine().get_consume_fuel() {
+            // On a metering engine a store starts empty: plugins without a limit get all there is.
+            store
+                .set_fuel(self.limits.fuel.unwrap_or(u64::MAX))
+                .map_err(|e| CallError::Setup(format!("setting the call's fuel: {e}")))?;
+        }
         store.limiter(|state| state.limits());
         // What the guest hands the host in one go (its result included) grows host memory, at
         // tens of bytes per list element: bound it near the result limit, not wasmtime's 128 MiB.
@@ -337,13 +362,18 @@ impl Plugin {
                 Ok(UpdateDeadline::Yield(1))
             }
         });
-        store
+        Ok(store)
     }
 
     /// Why a call that ended in an error failed, for the client.
     fn failure(&self, error: &wasmtime::Error, stderr: &str) -> CallError {
         if error.downcast_ref::<DeadlineExceeded>().is_some() {
             return CallError::DeadlineExceeded(self.limits.deadline);
+        }
+        if let (Some(units), Some(wasmtime::Trap::OutOfFuel)) =
+            (self.limits.fuel, error.downcast_ref::<wasmtime::Trap>())
+        {
+            return CallError::OutOfFuel(units);
         }
         let hostcall_fuel_spent = error
             .chain()

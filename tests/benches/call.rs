@@ -11,11 +11,17 @@
 //! floor on an engine with epoch interruption switched off: what the deadline machinery costs
 //! while a guest computes.
 //!
+//! A third set of tables measures what fuel metering costs a plugin that has no fuel limit once
+//! some other plugin's limit turned metering on for the whole engine: the same calls on moat's
+//! engine with and without `consume_fuel`.
+//!
 //! Run with `./dev bench` (or `cargo bench -p moat-tests --bench call`); `MOAT_BENCH_CALLS` sets
 //! the number of calls per measurement (default 20000).
 
 use std::time::{Duration, Instant};
 
+use moat::plugin::Plugin;
+use moat::registry::{PluginSource, Registry};
 use moat_tests::{engine, load, plugins};
 use serde_json::json;
 use wasmtime::Store;
@@ -83,11 +89,74 @@ fn main() {
 
     runtime.block_on(compare(
         &format!("echo, {calls} calls"),
+        "moat / floor",
         calls,
         ("wasmtime floor", floor),
         ("moat `Plugin::call`", moat),
     ));
     runtime.block_on(hash_without_epochs(calls / 100));
+    runtime.block_on(fuel_metering(calls));
+}
+
+/// `echo_echo`, and sha256 and statistics of 1 MiB, on moat's engine, and on the same engine with fuel metering
+/// (the plugins themselves have no fuel limit), interleaved.
+async fn fuel_metering(calls: usize) {
+    let metering = moat::engine::new_engine_with_fuel(true).unwrap();
+    let load_on = |engine: &wasmtime::Engine, name: &str, path: &str| -> std::sync::Arc<Plugin> {
+        let source = PluginSource {
+            name: name.into(),
+            path: path.into(),
+            limits: Default::default(),
+            grants: Default::default(),
+        };
+        Registry::load(engine, &[source]).unwrap().0.plugins()[0].clone()
+    };
+    let text = "moat ".repeat(1 << 18);
+    let cases = [
+        (
+            "echo",
+            plugins::ECHO,
+            "echo_echo",
+            json!({"message": "hello, moat"}),
+            calls,
+        ),
+        (
+            "text",
+            plugins::TEXT,
+            "text_hash",
+            json!({"text": text, "algorithm": "sha256"}),
+            (calls / 100).max(20),
+        ),
+        // Branchy code, unlike sha256's long straight runs: counting characters, words and lines.
+        (
+            "text",
+            plugins::TEXT,
+            "text_stats",
+            json!({"text": text}),
+            (calls / 100).max(20),
+        ),
+    ];
+    for (name, path, tool, args, calls) in cases {
+        let plain = load_on(engine(), name, path);
+        let fueled = load_on(&metering, name, path);
+        let args = args.as_object().unwrap();
+        let call = |plugin: &std::sync::Arc<Plugin>| {
+            let plugin = plugin.clone();
+            async move {
+                let tool = plugin.tools.iter().find(|t| t.name == tool).unwrap();
+                plugin.call(tool, Some(args), None).await.unwrap();
+            }
+        };
+        println!();
+        compare(
+            &format!("`{tool}`, {calls} calls"),
+            "metered / unmetered",
+            calls,
+            ("moat, no fuel metering", || call(&plain)),
+            ("moat, fuel metering on", || call(&fueled)),
+        )
+        .await;
+    }
 }
 
 /// sha256 of 1 MiB in the `text` plugin: moat (epochs on, all limits) vs a floor engine whose
@@ -136,6 +205,7 @@ async fn hash_without_epochs(calls: usize) {
     println!();
     compare(
         &format!("sha256 of 1 MiB, {calls} calls"),
+        "moat / floor",
         calls,
         ("floor, epoch interruption off", floor),
         ("moat, deadline and limits on", moat),
@@ -147,6 +217,7 @@ async fn hash_without_epochs(calls: usize) {
 /// after a warm-up that pages in the pool's slots and the code; prints a markdown table.
 async fn compare<F, FF, M, MF>(
     title: &str,
+    ratio_label: &str,
     calls: usize,
     (floor_label, floor): (&str, F),
     (moat_label, moat): (&str, M),
@@ -175,7 +246,7 @@ async fn compare<F, FF, M, MF>(
     println!("| {floor_label} | {} |", floor.row());
     println!("| {moat_label} | {} |", moat.row());
     println!(
-        "| ratio moat / floor | {:.2}× | {:.2}× | {:.2}× |",
+        "| ratio {ratio_label} | {:.2}× | {:.2}× | {:.2}× |",
         ratio(moat.p50, floor.p50),
         ratio(moat.p99, floor.p99),
         ratio(moat.mean, floor.mean)

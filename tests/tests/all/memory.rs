@@ -1,0 +1,285 @@
+//! The `memory` plugin: the knowledge graph through every tool, kept in a JSONL file in a directory
+//! granted through a real `moat.toml`, across calls and across a reload of moat.
+
+use std::sync::Arc;
+
+use moat::plugin::Plugin;
+use moat_tests::plugins;
+use serde_json::{Value, json};
+
+use crate::filesystem::Fixture;
+use crate::text::{assert_documented, fails, ok};
+
+/// `memory` with the fixture's `rw` folder granted read-write at /data, and `extra` config lines.
+fn memory(fixture: &Fixture, extra: &str) -> Arc<Plugin> {
+    fixture.load(
+        "memory",
+        plugins::MEMORY,
+        r#"{ host = "rw", guest = "/data", mode = "rw" }"#,
+        extra,
+    )
+}
+
+fn entity(name: &str, kind: &str, observations: &[&str]) -> Value {
+    json!({"name": name, "entity-type": kind, "observations": observations})
+}
+
+fn relation(from: &str, to: &str, kind: &str) -> Value {
+    json!({"from": from, "to": to, "relation-type": kind})
+}
+
+#[tokio::test]
+async fn every_tool_is_documented() {
+    let fixture = Fixture::new("memory-docs");
+    let memory = memory(&fixture, "");
+    assert_eq!(memory.tools.len(), 9);
+    assert_documented(&memory);
+}
+
+#[tokio::test]
+async fn the_graph_is_built_searched_and_pruned_through_every_tool() {
+    let fixture = Fixture::new("memory-graph");
+    let memory = memory(&fixture, "");
+    let call = |tool: &'static str, args: Value| ok(&memory, tool, args);
+
+    let created = call(
+        "memory_create_entities",
+        json!({"entities": [
+            entity("Ada", "person", &["writes programs", "writes programs"]),
+            entity("Analytical_Engine", "machine", &["designed by Babbage"]),
+            entity("Ada", "robot", &[]),
+        ]}),
+    )
+    .await;
+    // A repeated name is ignored, and so is a repeated observation.
+    assert_eq!(
+        created,
+        json!([
+            entity("Ada", "person", &["writes programs"]),
+            entity("Analytical_Engine", "machine", &["designed by Babbage"]),
+        ])
+    );
+    let again = call(
+        "memory_create_entities",
+        json!({"entities": [entity("Ada", "person", &[]), entity("London", "city", &[])]}),
+    )
+    .await;
+    assert_eq!(again, json!([entity("London", "city", &[])]));
+
+    let relations = call(
+        "memory_create_relations",
+        json!({"relations": [
+            relation("Ada", "Analytical_Engine", "programs"),
+            relation("Ada", "London", "lives_in"),
+        ]}),
+    )
+    .await;
+    assert_eq!(relations.as_array().unwrap().len(), 2);
+    let again = call(
+        "memory_create_relations",
+        json!({"relations": [relation("Ada", "London", "lives_in")]}),
+    )
+    .await;
+    assert_eq!(again, json!([]));
+
+    let added = call(
+        "memory_add_observations",
+        json!({"observations": [{"entity-name": "Ada", "contents": ["writes programs", "born 1815"]}]}),
+    )
+    .await;
+    assert_eq!(
+        added,
+        json!([{"entity-name": "Ada", "added": ["born 1815"]}])
+    );
+    // An unknown entity fails the whole call, and the graph is unchanged.
+    let message = fails(
+        &memory,
+        "memory_add_observations",
+        json!({"observations": [
+            {"entity-name": "Ada", "contents": ["a mathematician"]},
+            {"entity-name": "Nobody", "contents": ["x"]},
+        ]}),
+    )
+    .await;
+    assert!(
+        message.contains("no entity is named \"Nobody\""),
+        "{message}"
+    );
+
+    let graph = call("memory_read_graph", json!({})).await;
+    assert_eq!(
+        graph["entities"][0],
+        entity("Ada", "person", &["writes programs", "born 1815"])
+    );
+
+    // Search ignores case, and looks at names, types and observations.
+    for (query, names) in [
+        ("ADA", vec!["Ada"]),
+        ("MACHINE", vec!["Analytical_Engine"]),
+        ("babbage", vec!["Analytical_Engine"]),
+        ("N", vec!["Ada", "Analytical_Engine", "London"]),
+        ("zebra", vec![]),
+    ] {
+        let found = call("memory_search_nodes", json!({"query": query})).await;
+        let found_names: Vec<&str> = found["entities"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(found_names, names, "{query}");
+    }
+    // Only relations whose two ends were found come along.
+    let found = call("memory_search_nodes", json!({"query": "engine"})).await;
+    assert_eq!(found["relations"], json!([]));
+    let opened = call(
+        "memory_open_nodes",
+        json!({"names": ["Ada", "London", "Atlantis"]}),
+    )
+    .await;
+    assert_eq!(
+        opened,
+        json!({
+            "entities": [
+                entity("Ada", "person", &["writes programs", "born 1815"]),
+                entity("London", "city", &[]),
+            ],
+            "relations": [relation("Ada", "London", "lives_in")],
+        })
+    );
+
+    let deleted = call(
+        "memory_delete_observations",
+        json!({"deletions": [{"entity-name": "Ada", "observations": ["born 1815", "never said"]}]}),
+    )
+    .await;
+    assert_eq!(deleted, "deleted 1 observations");
+    let deleted = call(
+        "memory_delete_relations",
+        json!({"relations": [relation("Ada", "London", "lives_in"), relation("x", "y", "z")]}),
+    )
+    .await;
+    assert_eq!(deleted, "deleted 1 relations");
+    let deleted = call(
+        "memory_delete_entities",
+        json!({"entity-names": ["Analytical_Engine", "Atlantis"]}),
+    )
+    .await;
+    assert_eq!(deleted, "deleted 1 entities and 1 relations");
+    assert_eq!(
+        call("memory_read_graph", json!({})).await,
+        json!({
+            "entities": [entity("Ada", "person", &["writes programs"]), entity("London", "city", &[])],
+            "relations": [],
+        })
+    );
+
+    // The file is the reference server's JSONL, and the atomic write left no temporary file.
+    assert_eq!(
+        fixture.read("rw/memory.jsonl"),
+        "{\"type\":\"entity\",\"name\":\"Ada\",\"entityType\":\"person\",\"observations\":[\"writes programs\"]}\n\
+         {\"type\":\"entity\",\"name\":\"London\",\"entityType\":\"city\",\"observations\":[]}\n"
+    );
+    let names: Vec<String> = std::fs::read_dir(fixture.root.join("rw"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".tmp"))
+        .collect();
+    assert!(names.is_empty(), "temporary files left: {names:?}");
+}
+
+#[tokio::test]
+async fn the_graph_survives_a_reload_of_moat() {
+    let fixture = Fixture::new("memory-reload");
+    let extra = r#"env = { MEMORY_FILE = "graphs/team.jsonl" }"#;
+    std::fs::create_dir_all(fixture.root.join("rw/graphs")).unwrap();
+    {
+        let memory = memory(&fixture, extra);
+        ok(
+            &memory,
+            "memory_create_entities",
+            json!({"entities": [entity("Grace", "person", &["wrote a compiler"])]}),
+        )
+        .await;
+    }
+    assert!(fixture.read("rw/graphs/team.jsonl").contains("\"Grace\""));
+    // A new registry from the same moat.toml, as after a restart.
+    let memory = memory(&fixture, extra);
+    ok(
+        &memory,
+        "memory_create_relations",
+        json!({"relations": [relation("Grace", "Grace", "admires")]}),
+    )
+    .await;
+    assert_eq!(
+        ok(&memory, "memory_read_graph", json!({})).await,
+        json!({
+            "entities": [entity("Grace", "person", &["wrote a compiler"])],
+            "relations": [relation("Grace", "Grace", "admires")],
+        })
+    );
+}
+
+#[tokio::test]
+async fn bad_grants_and_bad_files_are_clear_errors() {
+    let fixture = Fixture::new("memory-errors");
+
+    let ungranted = fixture.load("memory", plugins::MEMORY, "", "");
+    let message = fails(&ungranted, "memory_read_graph", json!({})).await;
+    assert!(
+        message.starts_with("no directory is granted to this plugin"),
+        "{message}"
+    );
+
+    let escaping = memory(
+        &fixture,
+        r#"env = { MEMORY_FILE = "../outside/secret.txt" }"#,
+    );
+    let message = fails(&escaping, "memory_read_graph", json!({})).await;
+    assert_eq!(
+        message,
+        "MEMORY_FILE names /outside/secret.txt, which is not a file in a granted directory"
+    );
+
+    // Read-only: the graph can be read, not changed.
+    std::fs::write(
+        fixture.root.join("ro/memory.jsonl"),
+        "{\"type\":\"entity\",\"name\":\"Kept\",\"entityType\":\"note\",\"observations\":[]}\n",
+    )
+    .unwrap();
+    let readonly = fixture.load(
+        "memory",
+        plugins::MEMORY,
+        r#"{ host = "ro", guest = "/notes", mode = "ro" }"#,
+        "",
+    );
+    let graph = ok(&readonly, "memory_read_graph", json!({})).await;
+    assert_eq!(graph["entities"][0]["name"], "Kept");
+    let message = fails(
+        &readonly,
+        "memory_create_entities",
+        json!({"entities": [entity("New", "note", &[])]}),
+    )
+    .await;
+    assert!(
+        message.contains("cannot write /notes/memory.jsonl") && message.contains("read-only"),
+        "{message}"
+    );
+    assert!(!fixture.read("ro/memory.jsonl").contains("New"));
+
+    // A damaged file is reported with its line, and left as it is.
+    let damaged = "{\"type\":\"entity\",\"name\":\"A\",\"entityType\":\"t\"}\nnot json\n";
+    std::fs::write(fixture.root.join("rw/memory.jsonl"), damaged).unwrap();
+    let memory = memory(&fixture, "");
+    let message = fails(
+        &memory,
+        "memory_create_entities",
+        json!({"entities": [entity("B", "t", &[])]}),
+    )
+    .await;
+    assert!(
+        message.starts_with("/data/memory.jsonl line 2 is not an entity or relation"),
+        "{message}"
+    );
+    assert_eq!(fixture.read("rw/memory.jsonl"), damaged);
+}
