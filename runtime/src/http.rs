@@ -13,7 +13,7 @@ use rmcp::transport::streamable_http_server::session::local::LocalSessionManager
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio_util::sync::CancellationToken;
 
-use crate::registry::Registry;
+use crate::catalogue::Catalogue;
 use crate::server::MoatServer;
 
 /// The largest JSON-RPC request body moat reads.
@@ -21,7 +21,7 @@ pub const MAX_REQUEST_BYTES: usize = 4 << 20;
 
 /// Serves MCP on `addr` until `shutdown` is cancelled.
 pub async fn serve(
-    registry: Arc<Registry>,
+    catalogue: Catalogue,
     addr: SocketAddr,
     shutdown: CancellationToken,
 ) -> Result<()> {
@@ -29,15 +29,15 @@ pub async fn serve(
         .await
         .with_context(|| format!("binding {addr}"))?;
     tracing::info!("serving MCP on http://{}/mcp", listener.local_addr()?);
-    axum::serve(listener, router(registry, shutdown.clone()))
+    axum::serve(listener, router(catalogue, shutdown.clone()))
         .with_graceful_shutdown(async move { shutdown.cancelled().await })
         .await
         .context("serving HTTP")
 }
 
 /// The `/mcp` endpoint; each session (or stateless request) gets its own handler over the one
-/// shared registry.
-pub fn router(registry: Arc<Registry>, shutdown: CancellationToken) -> axum::Router {
+/// shared catalogue.
+pub fn router(catalogue: Catalogue, shutdown: CancellationToken) -> axum::Router {
     let mut config = StreamableHttpServerConfig::default();
     config.allowed_origins = ["http://localhost:*", "http://127.0.0.1:*", "http://[::1]:*"]
         .map(String::from)
@@ -45,7 +45,7 @@ pub fn router(registry: Arc<Registry>, shutdown: CancellationToken) -> axum::Rou
     config.max_request_body_bytes = MAX_REQUEST_BYTES;
     config.cancellation_token = shutdown;
     let service = StreamableHttpService::new(
-        move || Ok(MoatServer::new(registry.clone())),
+        move || Ok(MoatServer::new(catalogue.clone())),
         Arc::new(LocalSessionManager::default()),
         config,
     );

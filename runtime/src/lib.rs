@@ -10,6 +10,7 @@
 //! may touch) → [`output`] (the result as MCP content) → [`server`] (MCP over stdio, or [`http`]).
 
 pub mod cache;
+pub mod catalogue;
 pub mod config;
 pub mod docs;
 pub mod engine;
@@ -20,6 +21,7 @@ pub mod http;
 pub mod output;
 pub mod plugin;
 pub mod registry;
+pub mod reload;
 pub mod schema;
 pub mod server;
 pub mod values;

@@ -10,10 +10,12 @@ use rmcp::ServiceExt;
 use serde_json::{Value, json};
 
 use moat::cache::Cache;
+use moat::catalogue::Catalogue;
 use moat::config;
 use moat::hosts::{Host, Launch, snippet};
 use moat::plugin::{Plugin, sanitize};
 use moat::registry::{PluginSource, Registry};
+use moat::reload::{Loader, Served};
 use moat::server::MoatServer;
 
 /// Runs untrusted MCP tools as sandboxed WebAssembly components.
@@ -36,6 +38,9 @@ enum Command {
         /// Serve Streamable HTTP at http://ADDRESS/mcp instead of stdio, e.g. 127.0.0.1:8080.
         #[arg(long, value_name = "ADDRESS")]
         http: Option<std::net::SocketAddr>,
+        /// Tools per `tools/list` page.
+        #[arg(long, value_name = "N", default_value_t = moat::catalogue::DEFAULT_PAGE_SIZE)]
+        page_size: std::num::NonZeroUsize,
     },
     /// Show a plugin's tools, their schemas and descriptions, and what it imports.
     Inspect {
@@ -107,7 +112,18 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             plugins,
             config,
             http,
-        } => serve(plugins, config, http).await,
+            page_size,
+        } => {
+            serve(
+                Served {
+                    paths: plugins,
+                    config,
+                },
+                http,
+                page_size,
+            )
+            .await
+        }
         Command::Inspect { plugin, json } => inspect(plugin, json),
         Command::Call {
             plugin,
@@ -147,33 +163,18 @@ async fn run(cli: Cli) -> Result<ExitCode> {
 }
 
 async fn serve(
-    paths: Vec<PathBuf>,
-    config_path: Option<PathBuf>,
+    served: Served,
     http: Option<std::net::SocketAddr>,
+    page_size: std::num::NonZeroUsize,
 ) -> Result<ExitCode> {
-    let mut sources = config::sources_from_paths(&paths)?;
-    if let Some(path) = config_path {
-        sources.extend(config::read(&path)?);
-    }
-    let mut names = std::collections::HashSet::new();
-    if let Some(dup) = sources.iter().find(|s| !names.insert(s.name.clone())) {
-        bail!(
-            "two plugins are named \"{}\"; give one another name in moat.toml",
-            dup.name
-        );
-    }
-    let engine = moat::engine::new_engine()?;
-    let cache = open_cache();
-    let (registry, errors) = Registry::load_cached(&engine, &sources, cache.as_ref())?;
-    for error in &errors {
-        tracing::error!(plugin = error.plugin, "not loaded: {:#}", error.error);
-    }
-    tracing::info!(
-        plugins = registry.plugins().len(),
-        tools = registry.tools().count(),
-        "plugins loaded"
-    );
-    let registry = Arc::new(registry);
+    let sources = served.sources()?;
+    let mut loader = Loader::new(moat::engine::new_engine()?, open_cache());
+    let outcome = tokio::task::block_in_place(|| loader.load(&sources))?;
+    outcome.log();
+    let registry = Arc::new(outcome.registry);
+    let catalogue = Catalogue::new(registry, page_size);
+    // From now on, a change of what is served (or SIGHUP) reloads it.
+    moat::reload::spawn(served, loader, catalogue.clone(), &sources)?;
     if let Some(addr) = http {
         let shutdown = tokio_util::sync::CancellationToken::new();
         let on_signal = shutdown.clone();
@@ -181,11 +182,11 @@ async fn serve(
             let _ = tokio::signal::ctrl_c().await;
             on_signal.cancel();
         });
-        moat::http::serve(registry, addr, shutdown).await?;
+        moat::http::serve(catalogue, addr, shutdown).await?;
         return Ok(ExitCode::SUCCESS);
     }
     tracing::info!("serving MCP on stdio");
-    let service = MoatServer::new(registry)
+    let service = MoatServer::new(catalogue)
         .serve(rmcp::transport::stdio())
         .await
         .context("starting the MCP session")?;

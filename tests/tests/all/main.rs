@@ -5,6 +5,7 @@ mod chatty;
 mod echo;
 mod foreign;
 mod hostile;
+mod reload;
 mod shapes;
 mod text;
 mod time;
