@@ -67,15 +67,18 @@ impl Catalogue {
     }
 
     /// Serves `registry` from now on. When its tool list differs from the one it replaces, every
-    /// client that asked to hear of it is told, and `true` is returned.
-    pub async fn replace(&self, registry: Arc<Registry>) -> bool {
-        let changed = self.inner.current.send_if_modified(|current| {
-            let changed = !same_tools(current, &registry);
+    /// client that asked to hear of it is told, and `true` is returned. Needs a Tokio runtime.
+    pub fn replace(&self, registry: Arc<Registry>) -> bool {
+        // Compared, and the old registry freed, outside the lock that requests take.
+        let previous = self.current();
+        let changed = !same_tools(&previous, &registry);
+        self.inner.current.send_if_modified(|current| {
             *current = registry;
             changed
         });
+        drop(previous);
         if changed {
-            self.notify_sessions().await;
+            self.notify_sessions();
         }
         changed
     }
@@ -131,15 +134,18 @@ impl Catalogue {
         }
     }
 
-    async fn notify_sessions(&self) {
-        let sessions = self.inner.sessions.lock().expect("sessions lock").clone();
-        for peer in &sessions {
-            if let Err(error) = peer.notify_tool_list_changed().await {
-                tracing::debug!("a session did not take the tool-list change: {error}");
-            }
-        }
+    /// Sends each legacy session its notification; a client slow to read holds up no one else.
+    fn notify_sessions(&self) {
         let mut sessions = self.inner.sessions.lock().expect("sessions lock");
         sessions.retain(|peer| !peer.is_transport_closed());
+        for peer in sessions.iter() {
+            let peer = peer.clone();
+            tokio::spawn(async move {
+                if let Err(error) = peer.notify_tool_list_changed().await {
+                    tracing::debug!("a session did not take the tool-list change: {error}");
+                }
+            });
+        }
     }
 }
 

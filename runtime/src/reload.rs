@@ -342,7 +342,7 @@ async fn reload(
     .context("the reload task failed")?;
     let outcome = outcome?;
     outcome.log();
-    if catalogue.replace(Arc::new(outcome.registry)).await {
+    if catalogue.replace(Arc::new(outcome.registry)) {
         tracing::info!("the tool list changed; clients were told");
     }
     Ok(sources)

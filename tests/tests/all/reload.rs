@@ -219,7 +219,7 @@ async fn a_call_in_flight_finishes_on_the_plugin_it_started_with() {
     fs::remove_file(dir.join("chatty.wasm")).unwrap();
     let outcome = load(&mut loader, &served);
     assert_eq!(outcome.removed, ["chatty"]);
-    assert!(catalogue.replace(Arc::new(outcome.registry)).await);
+    assert!(catalogue.replace(Arc::new(outcome.registry)));
     assert!(catalogue.current().find("chatty_nap").is_none());
     assert!(catalogue.current().find("echo_echo").is_some());
     assert!(old_chatty.upgrade().is_some(), "the call still runs on it");
@@ -232,7 +232,7 @@ async fn a_call_in_flight_finishes_on_the_plugin_it_started_with() {
     );
     let again = Arc::new(load(&mut loader, &served).registry);
     assert!(
-        !catalogue.replace(again).await,
+        !catalogue.replace(again),
         "the same tools again are no change"
     );
     fs::remove_dir_all(&dir).unwrap();
@@ -308,9 +308,7 @@ async fn a_cursor_stays_meaningful_across_a_swap() {
 
     // `b` goes away between two pages: the walk goes on after "b_add", with what is there now.
     fs::remove_file(dir.join("b.wasm")).unwrap();
-    catalogue
-        .replace(Arc::new(load(&mut loader, &served).registry))
-        .await;
+    catalogue.replace(Arc::new(load(&mut loader, &served).registry));
     let now = catalogue.current();
     let mut rest = BTreeSet::new();
     let mut cursor = Some(cursor);
