@@ -24,7 +24,7 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use crate::registry::Registry;
+use crate::catalogue::Catalogue;
 use crate::server::MoatServer;
 
 /// The largest JSON-RPC request body moat reads.
@@ -42,7 +42,7 @@ pub fn parse_listen_address(text: &str) -> Result<SocketAddr, String> {
 
 /// Serves MCP on `addr` until `shutdown` is cancelled.
 pub async fn serve(
-    registry: Arc<Registry>,
+    catalogue: Catalogue,
     addr: SocketAddr,
     shutdown: CancellationToken,
 ) -> Result<()> {
@@ -56,15 +56,15 @@ pub async fn serve(
              only loopback Host and Origin headers"
         );
     }
-    axum::serve(listener, router(registry, shutdown.clone()))
+    axum::serve(listener, router(catalogue, shutdown.clone()))
         .with_graceful_shutdown(async move { shutdown.cancelled().await })
         .await
         .context("serving HTTP")
 }
 
 /// The `/mcp` endpoint; each session (or stateless request) gets its own handler over the one
-/// shared registry.
-pub fn router(registry: Arc<Registry>, shutdown: CancellationToken) -> axum::Router {
+/// shared catalogue.
+pub fn router(catalogue: Catalogue, shutdown: CancellationToken) -> axum::Router {
     let mut config = StreamableHttpServerConfig::default();
     config.allowed_origins = ["http://localhost:*", "http://127.0.0.1:*", "http://[::1]:*"]
         .map(String::from)
@@ -75,7 +75,7 @@ pub fn router(registry: Arc<Registry>, shutdown: CancellationToken) -> axum::Rou
     config.json_response = true;
     config.cancellation_token = shutdown;
     let service = StreamableHttpService::new(
-        move || Ok(MoatServer::new(registry.clone())),
+        move || Ok(MoatServer::new(catalogue.clone())),
         Arc::new(LocalSessionManager::default()),
         config,
     );

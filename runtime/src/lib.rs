@@ -11,6 +11,7 @@
 
 pub mod audit;
 pub mod cache;
+pub mod catalogue;
 pub mod config;
 pub mod docs;
 pub mod engine;
@@ -24,6 +25,7 @@ pub mod output;
 pub mod plugin;
 pub mod policy;
 pub mod registry;
+pub mod reload;
 pub mod schema;
 pub mod server;
 pub mod signing;

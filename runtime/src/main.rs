@@ -11,11 +11,13 @@ use serde_json::{Value, json};
 
 use moat::audit::AuditLog;
 use moat::cache::Cache;
+use moat::catalogue::Catalogue;
 use moat::config;
 use moat::hosts::{Host, Launch, snippet};
 use moat::plugin::{Plugin, read_wasm, sanitize};
 use moat::policy::{Policy, Transport};
 use moat::registry::{PluginSource, Registry};
+use moat::reload::{Loader, Served};
 use moat::server::MoatServer;
 use moat::signing;
 
@@ -51,6 +53,9 @@ enum Command {
         /// Record the arguments of each call in the audit log, not only their digest.
         #[arg(long, requires = "audit")]
         audit_arguments: bool,
+        /// Tools per `tools/list` page.
+        #[arg(long, value_name = "N", default_value_t = moat::catalogue::DEFAULT_PAGE_SIZE)]
+        page_size: std::num::NonZeroUsize,
     },
     /// Show a plugin's tools, their schemas and descriptions, what it imports, its permission
     /// manifest and what became of each grant.
@@ -183,6 +188,7 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             trust,
             audit,
             audit_arguments,
+            page_size,
         } => {
             let policy = Policy::resolve(trust.policy.as_deref())?;
             let audit = match (audit, &config) {
@@ -190,7 +196,12 @@ async fn run(cli: Cli) -> Result<ExitCode> {
                 (None, Some(config)) => config::read_audit(config)?.map(|a| (a.path, a.arguments)),
                 (None, None) => None,
             };
-            serve(plugins, config, secrets, http, &policy, audit).await
+            let served = Served {
+                paths: plugins,
+                config,
+                secrets,
+            };
+            serve(served, http, page_size, policy, audit).await
         }
         Command::Inspect {
             plugin,
@@ -264,45 +275,32 @@ async fn run(cli: Cli) -> Result<ExitCode> {
 }
 
 async fn serve(
-    paths: Vec<PathBuf>,
-    config_path: Option<PathBuf>,
-    secrets: Option<PathBuf>,
+    served: Served,
     http: Option<std::net::SocketAddr>,
-    policy: &Policy,
+    page_size: std::num::NonZeroUsize,
+    policy: Policy,
     audit: Option<(PathBuf, bool)>,
 ) -> Result<ExitCode> {
     match http {
         Some(addr) => policy.check_transport(Transport::Http, Some(addr))?,
         None => policy.check_transport(Transport::Stdio, None)?,
     }
-    let mut sources = config::sources_from_paths(&paths)?;
-    if let Some(path) = config_path {
-        sources.extend(config::read_with_secrets(&path, secrets.as_deref())?);
-    }
-    let mut names = std::collections::HashSet::new();
-    if let Some(dup) = sources.iter().find(|s| !names.insert(s.name.clone())) {
-        bail!(
-            "two plugins are named \"{}\"; give one another name in moat.toml",
-            dup.name
-        );
-    }
+    let sources = served.sources()?;
     // Fuel metering costs every plugin: only when one asks for it.
     let fuel = sources.iter().any(|s| s.limits.fuel.is_some());
-    let engine = moat::engine::new_engine_with_fuel(fuel)?;
-    let cache = open_cache();
-    let (mut registry, errors) = Registry::load_checked(&engine, &sources, cache.as_ref(), policy)?;
-    if let Some((path, arguments)) = audit {
-        registry.set_audit(Arc::new(AuditLog::open(&path, arguments)?));
-    }
-    for error in &errors {
-        tracing::error!(plugin = error.plugin, "not loaded: {:#}", error.error);
-    }
-    tracing::info!(
-        plugins = registry.plugins().len(),
-        tools = registry.tools().count(),
-        "plugins loaded"
-    );
-    let registry = Arc::new(registry);
+    let audit = match audit {
+        Some((path, arguments)) => Some(Arc::new(AuditLog::open(&path, arguments)?)),
+        None => None,
+    };
+    let mut loader = Loader::new(moat::engine::new_engine_with_fuel(fuel)?, open_cache())
+        .with_policy(policy)
+        .with_audit(audit);
+    let outcome = tokio::task::block_in_place(|| loader.load(&sources))?;
+    outcome.log();
+    let registry = Arc::new(outcome.registry);
+    let catalogue = Catalogue::new(registry, page_size);
+    // From now on, a change of what is served (or SIGHUP) reloads it.
+    moat::reload::spawn(served, loader, catalogue.clone(), &sources)?;
     if let Some(addr) = http {
         let shutdown = tokio_util::sync::CancellationToken::new();
         let on_signal = shutdown.clone();
@@ -310,11 +308,11 @@ async fn serve(
             let _ = tokio::signal::ctrl_c().await;
             on_signal.cancel();
         });
-        moat::http::serve(registry, addr, shutdown).await?;
+        moat::http::serve(catalogue, addr, shutdown).await?;
         return Ok(ExitCode::SUCCESS);
     }
     tracing::info!("serving MCP on stdio");
-    let service = MoatServer::new(registry)
+    let service = MoatServer::new(catalogue)
         .serve(rmcp::transport::stdio())
         .await
         .context("starting the MCP session")?;

@@ -1,6 +1,7 @@
 //! The tools of every loaded plugin, under their MCP names.
 
 use std::collections::BTreeMap;
+use std::ops::Bound;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -104,7 +105,7 @@ impl Registry {
         let mut errors = Vec::new();
         for (source, result) in sources.iter().zip(results) {
             match result {
-                Ok(plugin) => registry.add(plugin),
+                Ok(plugin) => registry.add(Arc::new(plugin)),
                 Err(error) => errors.push(LoadError {
                     plugin: source.name.clone(),
                     error,
@@ -114,7 +115,21 @@ impl Registry {
         Ok((registry, errors))
     }
 
-    fn add(&mut self, plugin: Plugin) {
+    /// A registry of plugins already loaded (a reload keeps the unchanged ones); when two offer a
+    /// tool of the same name, the first one keeps it.
+    pub fn from_plugins(engine: &Engine, plugins: impl IntoIterator<Item = Arc<Plugin>>) -> Self {
+        let mut registry = Self {
+            engine: engine.clone(),
+            plugins: Vec::new(),
+            tools: BTreeMap::new(),
+        };
+        for plugin in plugins {
+            registry.add(plugin);
+        }
+        registry
+    }
+
+    fn add(&mut self, plugin: Arc<Plugin>) {
         let plugin_index = self.plugins.len();
         for (tool_index, tool) in plugin.tools.iter().enumerate() {
             if let Some(&(other, _)) = self.tools.get(&tool.name) {
@@ -129,7 +144,7 @@ impl Registry {
             self.tools
                 .insert(tool.name.clone(), (plugin_index, tool_index));
         }
-        self.plugins.push(Arc::new(plugin));
+        self.plugins.push(plugin);
     }
 
     /// Records every call from now on in `audit`.
@@ -154,6 +169,14 @@ impl Registry {
         self.tools
             .values()
             .map(|&(p, t)| (&self.plugins[p], &self.plugins[p].tools[t]))
+    }
+
+    /// The tools whose names sort after `name` (every tool for `None`), in name order.
+    pub fn tools_after(&self, name: Option<&str>) -> impl Iterator<Item = (&Arc<Plugin>, &Tool)> {
+        let start = name.map_or(Bound::Unbounded, Bound::Excluded);
+        self.tools
+            .range::<str, _>((start, Bound::Unbounded))
+            .map(|(_, &(p, t))| (&self.plugins[p], &self.plugins[p].tools[t]))
     }
 
     /// The tool named `name` and its plugin.

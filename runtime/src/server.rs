@@ -10,30 +10,31 @@ use std::sync::{Arc, Mutex};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
     ListToolsResult, LoggingLevel, LoggingMessageNotificationParam, PaginatedRequestParams,
-    ProgressNotificationParam, ServerCapabilities, ServerConfig, SetLevelRequestParams, Tool,
+    ProgressNotificationParam, ServerCapabilities, ServerConfig, SetLevelRequestParams,
+    SubscriptionFilter, Tool,
 };
-use rmcp::service::{Peer, RequestContext};
+use rmcp::service::{NotificationContext, Peer, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde_json::json;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use crate::audit::{self, Outcome};
+use crate::catalogue::Catalogue;
 use crate::host::{GuestEvent, Level, MAX_PENDING_EVENTS};
-use crate::registry::Registry;
 
-/// Serves the tools of a [`Registry`] over MCP.
+/// Serves the tools of a [`Catalogue`] (or of a fixed [`crate::registry::Registry`]) over MCP.
 #[derive(Clone)]
 pub struct MoatServer {
-    registry: Arc<Registry>,
+    catalogue: Catalogue,
     /// The least severe guest log message the client wants to receive.
     log_level: Arc<Mutex<LoggingLevel>>,
 }
 
 impl MoatServer {
-    pub fn new(registry: Arc<Registry>) -> Self {
+    pub fn new(catalogue: impl Into<Catalogue>) -> Self {
         Self {
-            registry,
+            catalogue: catalogue.into(),
             log_level: Arc::new(Mutex::new(LoggingLevel::Debug)),
         }
     }
@@ -114,7 +115,7 @@ impl MoatServer {
         error: Option<String>,
         denied: Vec<String>,
     ) {
-        let Some(log) = self.registry.audit() else {
+        let Some(log) = self.catalogue.audit() else {
             return;
         };
         let client = context
@@ -147,6 +148,7 @@ impl ServerHandler for MoatServer {
         let mut info = ServerConfig::new(
             ServerCapabilities::builder()
                 .enable_tools()
+                .enable_tool_list_changed()
                 .enable_logging()
                 .build(),
         );
@@ -161,19 +163,21 @@ impl ServerHandler for MoatServer {
 
     async fn list_tools(
         &self,
-        _request: Option<PaginatedRequestParams>,
+        request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
-        let tools = self
-            .registry
-            .tools()
-            .map(|(_, tool)| self.mcp_tool(tool))
-            .collect();
-        Ok(ListToolsResult::with_all_items(tools))
+        let registry = self.catalogue.current();
+        let cursor = request.and_then(|r| r.cursor);
+        let page = self.catalogue.page(&registry, cursor.as_deref())?;
+        let tools = page.tools.iter().map(|(_, tool)| self.mcp_tool(tool));
+        let mut result = ListToolsResult::with_all_items(tools.collect());
+        result.next_cursor = page.next_cursor;
+        Ok(result)
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
-        self.registry
+        self.catalogue
+            .current()
             .find(name)
             .map(|(_, tool)| self.mcp_tool(tool))
     }
@@ -184,7 +188,9 @@ impl ServerHandler for MoatServer {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let started = std::time::Instant::now();
-        let Some((plugin, tool)) = self.registry.find(&request.name) else {
+        // This call keeps the registry, and so its plugin, to the end, even across a reload.
+        let registry = self.catalogue.current();
+        let Some((plugin, tool)) = registry.find(&request.name) else {
             self.audit(
                 &context,
                 &request,
@@ -243,6 +249,21 @@ impl ServerHandler for MoatServer {
     ) -> Result<(), McpError> {
         *self.log_level.lock().expect("log level lock") = request.level;
         Ok(())
+    }
+
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        self.catalogue.follow(context.peer); // a legacy session: told of tool-list changes
+    }
+
+    fn accepted_subscription_filter(
+        &self,
+        _requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        Some(SubscriptionFilter::builder().tools_list_changed().build())
+    }
+
+    async fn listen(&self, subscription: SubscriptionContext) -> Result<(), McpError> {
+        self.catalogue.listen(subscription).await
     }
 }
 

@@ -13,6 +13,7 @@ mod hostile;
 mod loopback;
 mod memory;
 mod network;
+mod reload;
 mod shapes;
 mod text;
 mod time;

@@ -1,0 +1,440 @@
+//! Serving what is on disk: `moat serve` watches its `moat.toml` and the plugin files and folders it
+//! was given, and reloads when one of them changes (or on SIGHUP).
+//!
+//! A reload reads the sources again and builds a new registry next to the one being served:
+//! a plugin whose bytes and settings are unchanged keeps its loaded `Arc<Plugin>` (nothing is
+//! compiled again), a new or changed one is compiled, a removed one is dropped. Nothing that
+//! already works is lost to a bad edit: a config file that does not parse changes nothing, and a
+//! plugin file that no longer loads leaves the version loaded before in service. The new registry
+//! then replaces the old one in the [`Catalogue`], which tells the clients when the tool list
+//! changed.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use notify_debouncer_full::notify::{RecommendedWatcher, RecursiveMode};
+use notify_debouncer_full::{DebounceEventResult, Debouncer, RecommendedCache, new_debouncer};
+use sha2::{Digest, Sha256};
+use tokio::sync::mpsc;
+use wasmtime::Engine;
+
+use crate::audit::AuditLog;
+use crate::cache::Cache;
+use crate::catalogue::Catalogue;
+use crate::config;
+use crate::plugin::Plugin;
+use crate::policy::Policy;
+use crate::registry::{LoadError, PluginSource, Registry};
+
+/// How long the files must stay quiet before a reload: a plugin being written in several steps
+/// is read once it is whole.
+const DEBOUNCE: Duration = Duration::from_millis(250);
+
+/// What `moat serve` was asked to serve.
+#[derive(Clone, Debug, Default)]
+pub struct Served {
+    /// Plugin files, and folders whose every `.wasm` file is a plugin.
+    pub paths: Vec<PathBuf>,
+    /// A `moat.toml`.
+    pub config: Option<PathBuf>,
+    /// A secrets file for `${secret:NAME}` in it, instead of the one it names.
+    pub secrets: Option<PathBuf>,
+}
+
+impl Served {
+    /// The plugins these name now; two plugins of one name are an error.
+    pub fn sources(&self) -> Result<Vec<PluginSource>> {
+        let mut sources = config::sources_from_paths(&self.paths)?;
+        if let Some(path) = &self.config {
+            sources.extend(config::read_with_secrets(path, self.secrets.as_deref())?);
+        }
+        let mut names = HashSet::new();
+        if let Some(dup) = sources.iter().find(|s| !names.insert(s.name.clone())) {
+            bail!(
+                "two plugins are named \"{}\"; give one another name in moat.toml",
+                dup.name
+            );
+        }
+        Ok(sources)
+    }
+}
+
+/// Loads plugins, and keeps each one loaded for as long as its file and settings stay the same.
+pub struct Loader {
+    engine: Engine,
+    cache: Option<Cache>,
+    /// Every load, the first and each reload, is admitted by the same policy.
+    policy: Policy,
+    audit: Option<Arc<AuditLog>>,
+    /// The plugins of the last load, by name.
+    loaded: HashMap<String, Loaded>,
+}
+
+struct Loaded {
+    origin: Origin,
+    plugin: Arc<Plugin>,
+}
+
+/// What a loaded plugin was made from; it is reused only when all of this is the same.
+#[derive(PartialEq)]
+struct Origin {
+    wasm_sha256: Vec<u8>,
+    /// The source's name, path, limits and grants, compared through their `Debug` form so that
+    /// any setting added to [`PluginSource`] later takes part too.
+    settings: String,
+}
+
+impl Origin {
+    fn read(source: &PluginSource) -> Result<Self> {
+        let wasm = std::fs::read(&source.path)
+            .with_context(|| format!("reading {}", source.path.display()))?;
+        Ok(Self {
+            wasm_sha256: Sha256::digest(&wasm).to_vec(),
+            settings: format!("{source:?}"),
+        })
+    }
+}
+
+/// What one load did.
+pub struct Outcome {
+    pub registry: Registry,
+    /// Plugins compiled (or taken from the disk cache) by this load.
+    pub compiled: Vec<String>,
+    /// Plugins whose loaded version was reused as it was.
+    pub unchanged: Vec<String>,
+    /// Plugins that failed to load. Those named in `kept` are still served in their previous
+    /// version; the others are not served.
+    pub failed: Vec<LoadError>,
+    pub kept: Vec<String>,
+    /// Plugins served before and no longer named by any source.
+    pub removed: Vec<String>,
+}
+
+impl Loader {
+    pub fn new(engine: Engine, cache: Option<Cache>) -> Self {
+        Self {
+            engine,
+            cache,
+            policy: Policy::none(),
+            audit: None,
+            loaded: HashMap::new(),
+        }
+    }
+
+    /// Loads under `policy` instead of none.
+    pub fn with_policy(mut self, policy: Policy) -> Self {
+        self.policy = policy;
+        self
+    }
+
+    /// Gives every registry this loader builds the audit log.
+    pub fn with_audit(mut self, audit: Option<Arc<AuditLog>>) -> Self {
+        self.audit = audit;
+        self
+    }
+
+    /// Loads `sources` (names unique, as [`Served::sources`] makes them), reusing every plugin of
+    /// the previous load whose bytes and settings are unchanged, and the previous version of any
+    /// plugin that fails now. Blocks while compiling.
+    pub fn load(&mut self, sources: &[PluginSource]) -> Result<Outcome> {
+        let mut chosen: Vec<Option<Arc<Plugin>>> = vec![None; sources.len()];
+        let mut unchanged = Vec::new();
+        let mut failed = Vec::new();
+        let mut to_compile = Vec::new();
+        for (index, source) in sources.iter().enumerate() {
+            match Origin::read(source) {
+                Ok(origin) => match self.loaded.get(&source.name) {
+                    Some(loaded) if loaded.origin == origin => {
+                        chosen[index] = Some(loaded.plugin.clone());
+                        unchanged.push(source.name.clone());
+                    }
+                    _ => to_compile.push((index, origin)),
+                },
+                Err(error) => failed.push(LoadError {
+                    plugin: source.name.clone(),
+                    error,
+                }),
+            }
+        }
+
+        // Plugins are compiled side by side; the same bytes served under several names are
+        // compiled once, and the copies then come from the disk cache.
+        let mut digests = HashSet::new();
+        let (first, copies): (Vec<_>, Vec<_>) = to_compile
+            .iter()
+            .partition(|(_, origin)| digests.insert(origin.wasm_sha256.clone()));
+        let mut fresh: HashMap<String, Arc<Plugin>> = HashMap::new();
+        for round in [first, copies] {
+            let batch: Vec<PluginSource> = round
+                .iter()
+                .map(|&&(index, _)| sources[index].clone())
+                .collect();
+            let (registry, errors) =
+                Registry::load_checked(&self.engine, &batch, self.cache.as_ref(), &self.policy)?;
+            failed.extend(errors.into_iter().map(|mut failure| {
+                if let Some(source) = batch.iter().find(|s| s.name == failure.plugin) {
+                    failure.error = failure.error.context(source.path.display().to_string());
+                }
+                failure
+            }));
+            fresh.extend(
+                registry
+                    .plugins()
+                    .iter()
+                    .map(|plugin| (plugin.name.to_string(), plugin.clone())),
+            );
+        }
+        let mut origins = HashMap::new();
+        let mut compiled = Vec::new();
+        for (index, origin) in to_compile {
+            let name = sources[index].name.as_str();
+            if let Some(plugin) = fresh.remove(name) {
+                chosen[index] = Some(plugin);
+                origins.insert(name.to_string(), origin);
+                compiled.push(name.to_string());
+            }
+        }
+
+        let mut kept = Vec::new();
+        for error in &failed {
+            if let Some(previous) = self.loaded.get(&error.plugin) {
+                let index = sources.iter().position(|s| s.name == error.plugin);
+                if let Some(index) = index {
+                    chosen[index] = Some(previous.plugin.clone());
+                    kept.push(error.plugin.clone());
+                }
+            }
+        }
+
+        let served: HashSet<&str> = sources.iter().map(|s| s.name.as_str()).collect();
+        let mut removed: Vec<String> = self
+            .loaded
+            .keys()
+            .filter(|name| !served.contains(name.as_str()))
+            .cloned()
+            .collect();
+        removed.sort();
+
+        // From now on, remember exactly what is served: a removed plugin is freed once its last
+        // call in flight ends.
+        let mut loaded = HashMap::new();
+        for plugin in chosen.iter().flatten() {
+            let name = plugin.name.to_string();
+            let origin = match origins.remove(&name) {
+                Some(origin) => origin,
+                None => self.loaded.remove(&name).expect("reused or kept").origin,
+            };
+            loaded.insert(
+                name,
+                Loaded {
+                    origin,
+                    plugin: plugin.clone(),
+                },
+            );
+        }
+        self.loaded = loaded;
+
+        let mut registry = Registry::from_plugins(&self.engine, chosen.into_iter().flatten());
+        if let Some(audit) = &self.audit {
+            registry.set_audit(audit.clone());
+        }
+        Ok(Outcome {
+            registry,
+            compiled,
+            unchanged,
+            failed,
+            kept,
+            removed,
+        })
+    }
+}
+
+impl Outcome {
+    /// Reports every failure precisely, then what the load amounted to.
+    pub fn log(&self) {
+        for error in &self.failed {
+            if self.kept.contains(&error.plugin) {
+                tracing::error!(
+                    plugin = error.plugin,
+                    "not reloaded, still serving the version loaded before: {:#}",
+                    error.error
+                );
+            } else {
+                tracing::error!(plugin = error.plugin, "not loaded: {:#}", error.error);
+            }
+        }
+        tracing::info!(
+            plugins = self.registry.plugins().len(),
+            tools = self.registry.tools().count(),
+            compiled = self.compiled.len(),
+            unchanged = self.unchanged.len(),
+            removed = self.removed.len(),
+            failed = self.failed.len(),
+            kept = self.kept.len(),
+            "plugins loaded"
+        );
+    }
+}
+
+/// Reloads what `served` names whenever it changes on disk or moat gets SIGHUP, and swaps the
+/// result into `catalogue`. `sources` are the ones `loader` loaded last. Runs until the process
+/// ends; when files cannot be watched, only SIGHUP reloads.
+pub fn spawn(
+    served: Served,
+    loader: Loader,
+    catalogue: Catalogue,
+    sources: &[PluginSource],
+) -> Result<()> {
+    let mut hangup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+        .context("listening for SIGHUP")?;
+    let (changes, mut changed) = mpsc::unbounded_channel::<Vec<PathBuf>>();
+    let mut watcher = match new_debouncer(DEBOUNCE, None, move |result: DebounceEventResult| {
+        match result {
+            Ok(events) => {
+                // Only changes count: moat opening and reading the files is reported too.
+                let paths = events
+                    .into_iter()
+                    .filter(|e| !e.event.kind.is_access())
+                    .flat_map(|e| e.event.paths);
+                let _ = changes.send(paths.collect());
+            }
+            Err(errors) => {
+                for error in errors {
+                    tracing::warn!("watching the plugins: {error}");
+                }
+            }
+        }
+    }) {
+        Ok(debouncer) => Some(debouncer),
+        Err(error) => {
+            tracing::warn!("not watching the plugin files ({error}); send SIGHUP to reload");
+            None
+        }
+    };
+    let mut watched = Watched::default();
+    if let Some(watcher) = watcher.as_mut() {
+        watched.update(watcher, &served, sources);
+    }
+    let loader = Arc::new(Mutex::new(loader));
+    tokio::spawn(async move {
+        loop {
+            let reason = tokio::select! {
+                Some(paths) = changed.recv() => {
+                    let Some(path) = paths.iter().find(|p| watched.matters(p)) else {
+                        continue;
+                    };
+                    format!("{} changed", path.display())
+                }
+                Some(()) = hangup.recv() => "SIGHUP".to_string(),
+                else => break,
+            };
+            // Whatever else changed meanwhile is read by this same reload.
+            while changed.try_recv().is_ok() {}
+            tracing::info!("reloading: {reason}");
+            match reload(&served, &loader, &catalogue).await {
+                Ok(sources) => {
+                    if let Some(watcher) = watcher.as_mut() {
+                        watched.update(watcher, &served, &sources);
+                    }
+                }
+                Err(error) => {
+                    tracing::error!(
+                        "reload failed, still serving the tools as they were: {error:#}"
+                    )
+                }
+            }
+        }
+    });
+    Ok(())
+}
+
+/// One reload; returns the sources it read.
+async fn reload(
+    served: &Served,
+    loader: &Arc<Mutex<Loader>>,
+    catalogue: &Catalogue,
+) -> Result<Vec<PluginSource>> {
+    let sources = served.sources()?;
+    let loader = loader.clone();
+    let (sources, outcome) = tokio::task::spawn_blocking(move || {
+        let outcome = loader.lock().expect("loader lock").load(&sources);
+        (sources, outcome)
+    })
+    .await
+    .context("the reload task failed")?;
+    let outcome = outcome?;
+    outcome.log();
+    if catalogue.replace(Arc::new(outcome.registry)) {
+        tracing::info!("the tool list changed; clients were told");
+    }
+    Ok(sources)
+}
+
+/// The folders being watched, and which paths in them matter.
+#[derive(Default)]
+struct Watched {
+    /// The folders watched now.
+    folders: BTreeSet<PathBuf>,
+    /// Files whose change matters: the config file and every plugin file a source names.
+    files: HashSet<PathBuf>,
+    /// Folders given on the command line: any `.wasm` file appearing, changing or leaving matters.
+    plugin_folders: HashSet<PathBuf>,
+}
+
+impl Watched {
+    fn update(
+        &mut self,
+        watcher: &mut Debouncer<RecommendedWatcher, RecommendedCache>,
+        served: &Served,
+        sources: &[PluginSource],
+    ) {
+        let mut files: HashSet<PathBuf> = sources.iter().map(|s| absolute(&s.path)).collect();
+        files.extend(served.config.as_deref().map(absolute));
+        let plugin_folders: HashSet<PathBuf> = served
+            .paths
+            .iter()
+            .filter(|p| p.is_dir())
+            .map(|p| absolute(p))
+            .collect();
+        // Watch folders rather than files: editors and build tools replace a file by renaming
+        // another onto it, which a watch on the file itself would not follow.
+        let wanted: BTreeSet<PathBuf> = files
+            .iter()
+            .filter_map(|file| file.parent().map(Path::to_path_buf))
+            .chain(plugin_folders.iter().cloned())
+            .collect();
+        for gone in self.folders.difference(&wanted) {
+            let _ = watcher.unwatch(gone);
+        }
+        let mut folders: BTreeSet<PathBuf> = self.folders.intersection(&wanted).cloned().collect();
+        for folder in wanted.difference(&self.folders) {
+            match watcher.watch(folder, RecursiveMode::NonRecursive) {
+                Ok(()) => {
+                    folders.insert(folder.clone());
+                }
+                // Tried again at the next reload.
+                Err(error) => tracing::warn!("cannot watch {}: {error}", folder.display()),
+            }
+        }
+        *self = Self {
+            folders,
+            files,
+            plugin_folders,
+        };
+    }
+
+    fn matters(&self, path: &Path) -> bool {
+        self.files.contains(path)
+            || path.extension().is_some_and(|e| e == "wasm")
+                && path
+                    .parent()
+                    .is_some_and(|folder| self.plugin_folders.contains(folder))
+    }
+}
+
+fn absolute(path: &Path) -> PathBuf {
+    std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf())
+}

@@ -1,0 +1,339 @@
+//! Reloading: unchanged plugins are reused as they are, a bad file never costs the tools already
+//! served, a call in flight finishes on the plugin it started with, and `tools/list` pages stay
+//! whole across a swap.
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use moat::catalogue::Catalogue;
+use moat::registry::Registry;
+use moat::reload::{Loader, Outcome, Served};
+use moat_tests::{engine, plugins, structured};
+use serde_json::json;
+
+/// A fresh folder under the system's temporary folder.
+fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("moat-reload-{name}-{}", std::process::id()));
+    let _ = fs::remove_dir_all(&dir);
+    fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn load(loader: &mut Loader, served: &Served) -> Outcome {
+    loader.load(&served.sources().unwrap()).unwrap()
+}
+
+fn tool_names(registry: &Registry) -> Vec<String> {
+    registry.tools().map(|(_, t)| t.name.clone()).collect()
+}
+
+fn plugin<'a>(registry: &'a Registry, name: &str) -> &'a Arc<moat::plugin::Plugin> {
+    registry
+        .plugins()
+        .iter()
+        .find(|p| &*p.name == name)
+        .unwrap_or_else(|| panic!("no plugin {name}"))
+}
+
+fn page_size(n: usize) -> std::num::NonZeroUsize {
+    n.try_into().unwrap()
+}
+
+#[test]
+fn unchanged_plugins_are_reused_changed_ones_compiled_removed_ones_dropped() {
+    let dir = temp_dir("reuse");
+    fs::copy(plugins::ECHO, dir.join("echo.wasm")).unwrap();
+    fs::copy(plugins::TIME, dir.join("time.wasm")).unwrap();
+    let served = Served {
+        paths: vec![dir.clone()],
+        config: None,
+        secrets: None,
+    };
+    let mut loader = Loader::new(engine().clone(), None);
+    let first = load(&mut loader, &served);
+    assert_eq!(first.compiled, ["echo", "time"]);
+    let echo = plugin(&first.registry, "echo").clone();
+
+    fs::remove_file(dir.join("time.wasm")).unwrap();
+    fs::copy(plugins::TEXT, dir.join("text.wasm")).unwrap();
+    let second = load(&mut loader, &served);
+    assert_eq!(second.unchanged, ["echo"]);
+    assert_eq!(second.compiled, ["text"]);
+    assert_eq!(second.removed, ["time"]);
+    assert!(second.failed.is_empty());
+    assert!(
+        Arc::ptr_eq(plugin(&second.registry, "echo"), &echo),
+        "echo was loaded again although its file did not change"
+    );
+    let names = tool_names(&second.registry);
+    assert!(names.contains(&"text_hash".to_string()), "{names:?}");
+    assert!(!names.iter().any(|n| n.starts_with("time_")), "{names:?}");
+
+    // New bytes under the same name: compiled again.
+    fs::copy(plugins::TIME, dir.join("echo.wasm")).unwrap();
+    let third = load(&mut loader, &served);
+    assert_eq!(third.compiled, ["echo"]);
+    assert!(!Arc::ptr_eq(plugin(&third.registry, "echo"), &echo));
+    assert!(tool_names(&third.registry).contains(&"echo_now".to_string()));
+    fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_changed_setting_loads_the_plugin_again_with_it() {
+    let dir = temp_dir("settings");
+    let config = dir.join("moat.toml");
+    let entry = |deadline: u32| {
+        format!(
+            "[plugins.echo]\npath = {:?}\ndeadline_ms = {deadline}\n",
+            plugins::ECHO
+        )
+    };
+    fs::write(&config, entry(1000)).unwrap();
+    let served = Served {
+        paths: vec![],
+        config: Some(config.clone()),
+        secrets: None,
+    };
+    let mut loader = Loader::new(engine().clone(), None);
+    let first = load(&mut loader, &served);
+    assert_eq!(load(&mut loader, &served).unchanged, ["echo"]);
+
+    fs::write(&config, entry(2000)).unwrap();
+    let changed = load(&mut loader, &served);
+    assert_eq!(changed.compiled, ["echo"]);
+    let echo = plugin(&changed.registry, "echo");
+    assert_eq!(echo.limits.deadline, Duration::from_millis(2000));
+    assert!(!Arc::ptr_eq(echo, plugin(&first.registry, "echo")));
+    fs::remove_dir_all(&dir).unwrap();
+}
+
+#[tokio::test]
+async fn a_bad_file_keeps_the_version_loaded_before() {
+    let dir = temp_dir("bad");
+    fs::copy(plugins::ECHO, dir.join("echo.wasm")).unwrap();
+    let served = Served {
+        paths: vec![dir.clone()],
+        config: None,
+        secrets: None,
+    };
+    let mut loader = Loader::new(engine().clone(), None);
+    let first = load(&mut loader, &served);
+    let echo = plugin(&first.registry, "echo").clone();
+
+    // A half-written component, and a new plugin that was never valid.
+    let wasm = fs::read(plugins::ECHO).unwrap();
+    fs::write(dir.join("echo.wasm"), &wasm[..wasm.len() / 2]).unwrap();
+    fs::write(dir.join("junk.wasm"), b"\0asm\x0d\0\x01\0garbage").unwrap();
+    let outcome = load(&mut loader, &served);
+    assert_eq!(outcome.kept, ["echo"]);
+    let errors: Vec<(String, String)> = outcome
+        .failed
+        .iter()
+        .map(|f| (f.plugin.clone(), format!("{:#}", f.error)))
+        .collect();
+    assert_eq!(errors.len(), 2, "{errors:?}");
+    for (name, error) in &errors {
+        let path = dir.join(format!("{name}.wasm"));
+        assert!(
+            error.contains(&path.display().to_string())
+                && error.contains("is not a valid WebAssembly component"),
+            "{name}: {error}"
+        );
+    }
+    assert!(Arc::ptr_eq(plugin(&outcome.registry, "echo"), &echo));
+    assert!(
+        !outcome
+            .registry
+            .plugins()
+            .iter()
+            .any(|p| &*p.name == "junk")
+    );
+
+    let registry = Arc::new(outcome.registry);
+    let (served_echo, tool) = registry.find("echo_echo").unwrap();
+    let args = json!({"message": "still here"});
+    let result = served_echo
+        .call(tool, args.as_object(), None)
+        .await
+        .unwrap();
+    assert_eq!(structured(&result), &json!({"value": "still here"}));
+
+    // Fixed: the new bytes are loaded, the junk is still reported.
+    fs::copy(plugins::ECHO, dir.join("echo.wasm")).unwrap();
+    let fixed = load(&mut loader, &served);
+    assert_eq!(
+        fixed.unchanged,
+        ["echo"],
+        "the same bytes as the version kept"
+    );
+    assert_eq!(fixed.failed.len(), 1);
+    assert!(fixed.kept.is_empty());
+    fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_config_that_does_not_parse_is_an_error_naming_the_file_and_line() {
+    let dir = temp_dir("config");
+    let config = dir.join("moat.toml");
+    fs::write(
+        &config,
+        "[plugins.echo]\npath = \"echo.wasm\"\ndeadline_ms = \"soon\"\n",
+    )
+    .unwrap();
+    let served = Served {
+        paths: vec![],
+        config: Some(config.clone()),
+        secrets: None,
+    };
+    let error = format!("{:#}", served.sources().unwrap_err());
+    assert!(
+        error.contains(&config.display().to_string()) && error.contains("line 3"),
+        "{error}"
+    );
+    fs::remove_dir_all(&dir).unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_in_flight_finishes_on_the_plugin_it_started_with() {
+    let dir = temp_dir("in-flight");
+    fs::copy(plugins::CHATTY, dir.join("chatty.wasm")).unwrap();
+    fs::copy(plugins::ECHO, dir.join("echo.wasm")).unwrap();
+    let served = Served {
+        paths: vec![dir.clone()],
+        config: None,
+        secrets: None,
+    };
+    let mut loader = Loader::new(engine().clone(), None);
+    let first = load(&mut loader, &served);
+    let catalogue = Catalogue::new(Arc::new(first.registry), page_size(100));
+
+    // As the server does: the call holds the registry it found its tool in.
+    let registry = catalogue.current();
+    let old_chatty = Arc::downgrade(plugin(&registry, "chatty"));
+    let call = tokio::spawn(async move {
+        let (plugin, tool) = registry.find("chatty_nap").unwrap();
+        plugin
+            .call(tool, json!({"ms": 500}).as_object(), None)
+            .await
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+
+    fs::remove_file(dir.join("chatty.wasm")).unwrap();
+    let outcome = load(&mut loader, &served);
+    assert_eq!(outcome.removed, ["chatty"]);
+    assert!(catalogue.replace(Arc::new(outcome.registry)));
+    assert!(catalogue.current().find("chatty_nap").is_none());
+    assert!(catalogue.current().find("echo_echo").is_some());
+    assert!(old_chatty.upgrade().is_some(), "the call still runs on it");
+
+    let result = call.await.unwrap().expect("the call in flight completes");
+    assert_eq!(structured(&result), &json!({"value": 500}));
+    assert!(
+        old_chatty.upgrade().is_none(),
+        "the removed plugin is freed once its last call ended"
+    );
+    let again = Arc::new(load(&mut loader, &served).registry);
+    assert!(
+        !catalogue.replace(again),
+        "the same tools again are no change"
+    );
+    fs::remove_dir_all(&dir).unwrap();
+}
+
+/// 30 copies of `shapes` (33 tools each) and 5 of `echo` (2 each): 1000 tools in 35 plugins.
+fn thousand_tools(dir: &Path) -> Served {
+    let config: String = (0..35)
+        .map(|i| {
+            let wasm = if i < 30 {
+                plugins::SHAPES
+            } else {
+                plugins::ECHO
+            };
+            format!("[plugins.p{i:02}]\npath = {wasm:?}\n")
+        })
+        .collect();
+    fs::write(dir.join("moat.toml"), config).unwrap();
+    Served {
+        paths: vec![],
+        config: Some(dir.join("moat.toml")),
+        secrets: None,
+    }
+}
+
+#[test]
+fn a_thousand_tools_are_listed_page_by_page_each_exactly_once() {
+    let dir = temp_dir("thousand");
+    let served = thousand_tools(&dir);
+    let cache = moat::cache::Cache::open(&dir.join("cache")).unwrap();
+    let mut loader = Loader::new(engine().clone(), Some(cache));
+    let outcome = load(&mut loader, &served);
+    assert!(outcome.failed.is_empty());
+    let all = tool_names(&outcome.registry);
+    assert_eq!(all.len(), 1000);
+    let catalogue = Catalogue::new(Arc::new(outcome.registry), page_size(100));
+
+    let registry = catalogue.current();
+    let mut listed = Vec::new();
+    let mut cursor: Option<String> = None;
+    let mut pages = 0;
+    loop {
+        let page = catalogue.page(&registry, cursor.as_deref()).unwrap();
+        assert!(page.tools.len() <= 100);
+        listed.extend(page.tools.iter().map(|(_, t)| t.name.clone()));
+        pages += 1;
+        match page.next_cursor {
+            Some(next) => cursor = Some(next),
+            None => break,
+        }
+    }
+    assert_eq!(pages, 10);
+    assert_eq!(listed, all, "every tool once, in name order");
+    fs::remove_dir_all(&dir).unwrap();
+}
+
+#[tokio::test]
+async fn a_cursor_stays_meaningful_across_a_swap() {
+    let dir = temp_dir("cursor");
+    fs::copy(plugins::ECHO, dir.join("a.wasm")).unwrap();
+    fs::copy(plugins::TIME, dir.join("b.wasm")).unwrap();
+    fs::copy(plugins::TEXT, dir.join("c.wasm")).unwrap();
+    let served = Served {
+        paths: vec![dir.clone()],
+        config: None,
+        secrets: None,
+    };
+    let mut loader = Loader::new(engine().clone(), None);
+    let catalogue = Catalogue::new(Arc::new(load(&mut loader, &served).registry), page_size(3));
+    let registry = catalogue.current();
+    let first = catalogue.page(&registry, None).unwrap();
+    let first_names: Vec<&str> = first.tools.iter().map(|(_, t)| t.name.as_str()).collect();
+    assert_eq!(first_names, ["a_echo", "a_repeat", "b_add"]);
+    let cursor = first.next_cursor.clone().unwrap();
+
+    // `b` goes away between two pages: the walk goes on after "b_add", with what is there now.
+    fs::remove_file(dir.join("b.wasm")).unwrap();
+    catalogue.replace(Arc::new(load(&mut loader, &served).registry));
+    let now = catalogue.current();
+    let mut rest = BTreeSet::new();
+    let mut cursor = Some(cursor);
+    while let Some(at) = cursor {
+        let page = catalogue.page(&now, Some(&at)).unwrap();
+        rest.extend(page.tools.iter().map(|(_, t)| t.name.clone()));
+        cursor = page.next_cursor;
+    }
+    let expected: BTreeSet<String> = tool_names(&now)
+        .into_iter()
+        .filter(|n| n.starts_with("c_"))
+        .collect();
+    assert_eq!(rest, expected);
+    assert!(!expected.is_empty());
+
+    let Err(error) = catalogue.page(&now, Some("not-a-cursor")) else {
+        panic!("a cursor moat never issued was taken");
+    };
+    assert_eq!(error.code, rmcp::model::ErrorCode::INVALID_PARAMS);
+    fs::remove_dir_all(&dir).unwrap();
+}
