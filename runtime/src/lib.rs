@@ -5,9 +5,10 @@
 //! Every call runs in a fresh instance that can reach only what the operator granted.
 //!
 //! The data path, module by module:
-//! [`config`] (what to load) → [`registry`] (plugins and tool names) → [`plugin`] (compile,
-//! discover, call) → [`values`] (arguments checked and converted) → [`host`] (what the guest
-//! may touch) → [`output`] (the result as MCP content) → [`server`] (MCP over stdio, or [`http`]).
+//! [`config`] (what to load) → [`source`] (fetch it; [`lock`] pins it) → [`registry`] (plugins
+//! and tool names) → [`plugin`] (compile, discover, call) → [`values`] (arguments checked and
+//! converted) → [`host`] (what the guest may touch) → [`output`] (the result as MCP content) →
+//! [`server`] (MCP over stdio, or [`http`]).
 
 pub mod cache;
 pub mod config;
@@ -17,9 +18,11 @@ pub mod grants;
 pub mod host;
 pub mod hosts;
 pub mod http;
+pub mod lock;
 pub mod output;
 pub mod plugin;
 pub mod registry;
 pub mod schema;
 pub mod server;
+pub mod source;
 pub mod values;

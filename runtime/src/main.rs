@@ -1,6 +1,6 @@
 //! The `moat` command: serve plugins over MCP, inspect them, or call one tool once.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 
@@ -12,9 +12,11 @@ use serde_json::{Value, json};
 use moat::cache::Cache;
 use moat::config;
 use moat::hosts::{Host, Launch, snippet};
-use moat::plugin::{Plugin, sanitize};
-use moat::registry::{PluginSource, Registry};
+use moat::lock::Lock;
+use moat::plugin::{Plugin, read_wasm, sanitize};
+use moat::registry::{LoadError, PluginSource, Registry};
 use moat::server::MoatServer;
+use moat::source::{Fetched, Fetcher, Progress, Source, Store};
 
 /// Runs untrusted MCP tools as sandboxed WebAssembly components.
 #[derive(Parser)]
@@ -28,8 +30,8 @@ struct Cli {
 enum Command {
     /// Serve plugins as MCP tools over stdio, or Streamable HTTP (logs go to stderr).
     Serve {
-        /// Plugin files, or folders whose every `.wasm` file is a plugin.
-        plugins: Vec<PathBuf>,
+        /// Plugins: files, folders (every `.wasm` file in them), https:// URLs, oci:// references.
+        plugins: Vec<String>,
         /// A moat.toml naming plugins and their limits.
         #[arg(long)]
         config: Option<PathBuf>,
@@ -39,7 +41,8 @@ enum Command {
     },
     /// Show a plugin's tools, their schemas and descriptions, and what it imports.
     Inspect {
-        plugin: PathBuf,
+        /// A file, an https:// URL or an oci:// reference.
+        plugin: String,
         /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
@@ -60,6 +63,25 @@ enum Command {
         #[arg(long, default_value = "moat")]
         name: String,
     },
+    /// Fetch a plugin into the download cache and print its sha256.
+    Pull {
+        /// A file, a folder, an https:// URL or an oci:// reference.
+        source: String,
+    },
+    /// Publish a component to an OCI registry as a Wasm artifact.
+    Push {
+        /// The component file.
+        file: PathBuf,
+        /// Where to: oci://host[:port]/repository:tag.
+        reference: String,
+    },
+    /// Pin every plugin of a moat.toml to its current sha256 in the lock file beside it, and
+    /// show what changed since the last lock.
+    Lock {
+        /// The moat.toml whose plugins to pin; the lock is the same path with `.lock`.
+        #[arg(long, default_value = "moat.toml")]
+        config: PathBuf,
+    },
     /// Manage the cache of compiled plugins (`MOAT_CACHE_DIR`, else `~/.cache/moat`).
     Cache {
         #[command(subcommand)]
@@ -67,7 +89,8 @@ enum Command {
     },
     /// Call one tool once and print the MCP result as JSON.
     Call {
-        plugin: PathBuf,
+        /// A file, an https:// URL or an oci:// reference.
+        plugin: String,
         /// The tool's MCP name, or the plain name of the exported function.
         tool: String,
         /// The arguments, as a JSON object.
@@ -108,12 +131,15 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             config,
             http,
         } => serve(plugins, config, http).await,
-        Command::Inspect { plugin, json } => inspect(plugin, json),
+        Command::Inspect { plugin, json } => inspect(&plugin, json).await,
+        Command::Pull { source } => pull(&source).await,
+        Command::Push { file, reference } => push(&file, &reference).await,
+        Command::Lock { config } => lock(&config).await,
         Command::Call {
             plugin,
             tool,
             arguments,
-        } => call(plugin, tool, arguments).await,
+        } => call(&plugin, tool, arguments).await,
         Command::Config {
             host,
             plugins,
@@ -141,19 +167,35 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             let dir = Cache::default_dir().context("no cache folder: set MOAT_CACHE_DIR")?;
             let removed = Cache::clear(&dir)?;
             eprintln!("moat: removed {removed} files from {}", dir.display());
+            if let Some(store) = Store::default_dir().filter(|d| d.exists()) {
+                std::fs::remove_dir_all(&store)
+                    .with_context(|| format!("removing {}", store.display()))?;
+                eprintln!("moat: removed the downloads in {}", store.display());
+            }
             Ok(ExitCode::SUCCESS)
         }
     }
 }
 
 async fn serve(
-    paths: Vec<PathBuf>,
+    args: Vec<String>,
     config_path: Option<PathBuf>,
     http: Option<std::net::SocketAddr>,
 ) -> Result<ExitCode> {
-    let mut sources = config::sources_from_paths(&paths)?;
-    if let Some(path) = config_path {
-        sources.extend(config::read(&path)?);
+    let mut sources = config::sources_from_args(&args)?;
+    let configured = sources.len();
+    let mut lock = None;
+    if let Some(path) = &config_path {
+        sources.extend(config::read(path)?);
+        let lock_path = Lock::path_for(path);
+        lock = Lock::read(&lock_path)?;
+        if lock.is_none() {
+            tracing::info!(
+                "no {}: the plugins of {} are not pinned (`moat lock` pins them)",
+                lock_path.display(),
+                path.display()
+            );
+        }
     }
     let mut names = std::collections::HashSet::new();
     if let Some(dup) = sources.iter().find(|s| !names.insert(s.name.clone())) {
@@ -162,9 +204,15 @@ async fn serve(
             dup.name
         );
     }
+    let fetcher = Fetcher::from_env()?;
+    let mut fetched = fetch_all(&fetcher, &sources).await;
+    if let (Some(lock), Some(path)) = (&lock, &config_path) {
+        // Only moat.toml's plugins are pinned; those named on the command line are not in it.
+        let base = path.parent().unwrap_or(Path::new(""));
+        lock.enforce(base, &sources[configured..], &mut fetched[configured..]);
+    }
     let engine = moat::engine::new_engine()?;
-    let cache = open_cache();
-    let (registry, errors) = Registry::load_cached(&engine, &sources, cache.as_ref())?;
+    let (registry, errors) = load(&engine, &sources, fetched, fetcher.progress())?;
     for error in &errors {
         tracing::error!(plugin = error.plugin, "not loaded: {:#}", error.error);
     }
@@ -201,21 +249,111 @@ fn open_cache() -> Option<Cache> {
         .ok()
 }
 
-/// Loads one plugin file for `inspect` and `call`.
-fn load_one(path: PathBuf) -> Result<Arc<Plugin>> {
-    let engine = moat::engine::new_engine()?;
-    let mut sources = config::sources_from_paths(&[path])?;
-    let source: PluginSource = sources.pop().context("no plugin found")?;
+/// Fetches every source at once (downloads run side by side), in order.
+async fn fetch_all(fetcher: &Fetcher, sources: &[PluginSource]) -> Vec<Result<Fetched>> {
+    futures_util::future::join_all(sources.iter().map(|s| fetcher.fetch(&s.source))).await
+}
+
+/// Compiles the fetched plugins (from the compiled-plugin cache when it has them), with a
+/// spinner on a terminal.
+fn load(
+    engine: &wasmtime::Engine,
+    sources: &[PluginSource],
+    fetched: Vec<Result<Fetched>>,
+    progress: &Progress,
+) -> Result<(Registry, Vec<LoadError>)> {
     let cache = open_cache();
-    let (registry, mut errors) = Registry::load_cached(&engine, &[source], cache.as_ref())?;
+    let spinner = progress.spinner(&format!("compiling {} plugins", sources.len()));
+    let loaded = Registry::load_fetched(engine, sources, fetched, cache.as_ref());
+    spinner.finish_and_clear();
+    loaded
+}
+
+/// Loads the one plugin a source names, for `inspect` and `call`, with where it came from.
+async fn load_one(text: &str) -> Result<(Arc<Plugin>, String)> {
+    let mut sources = config::sources_from_args(&[text.to_string()])?;
+    if sources.len() != 1 {
+        bail!("{text} holds {} plugins; name one", sources.len());
+    }
+    let source: PluginSource = sources.pop().expect("one source");
+    let fetcher = Fetcher::from_env()?;
+    let fetched = fetcher.fetch(&source.source).await?;
+    let origin = fetched.origin.clone();
+    let engine = moat::engine::new_engine()?;
+    let (registry, mut errors) = load(&engine, &[source], vec![Ok(fetched)], fetcher.progress())?;
     if let Some(error) = errors.pop() {
         return Err(error.error);
     }
-    Ok(registry.plugins()[0].clone())
+    Ok((registry.plugins()[0].clone(), origin))
 }
 
-fn inspect(path: PathBuf, as_json: bool) -> Result<ExitCode> {
-    let plugin = load_one(path)?;
+/// `moat pull`: fetches a source (each plugin of a folder) and prints `digest  source` lines.
+async fn pull(text: &str) -> Result<ExitCode> {
+    let fetcher = Fetcher::from_env()?;
+    for (_, source) in Source::parse(text, Path::new(""))?.expand()? {
+        let fetched = fetcher.fetch(&source).await?;
+        tracing::info!(
+            "{source}: {} bytes from {}",
+            fetched.wasm.len(),
+            fetched.origin
+        );
+        print_out(&format!("{}  {source}", fetched.digest));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `moat push`: publishes a component and prints its digest and the reference that pins it.
+async fn push(file: &Path, target: &str) -> Result<ExitCode> {
+    let Source::Oci(oci) = Source::parse(target, Path::new(""))? else {
+        bail!("push publishes to an OCI registry: give an oci://host/repository:tag reference");
+    };
+    let wasm = read_wasm(file)?;
+    moat::source::check_component(&wasm).with_context(|| file.display().to_string())?;
+    let pushed = Fetcher::new(None, Progress::for_stderr())?
+        .push(&oci, &wasm)
+        .await?;
+    let pinned = oci.pinned(&pushed.manifest);
+    tracing::info!(
+        "pushed {} to {oci}, manifest {}",
+        file.display(),
+        pushed.manifest
+    );
+    print_out(&format!("{}  {pinned}", pushed.digest));
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `moat lock`: fetches and loads every plugin of a moat.toml, shows how each differs from the
+/// lock file, and writes the lock file anew. Nothing is written unless every plugin loads.
+async fn lock(config_path: &Path) -> Result<ExitCode> {
+    let sources = config::read(config_path)?;
+    let lock_path = Lock::path_for(config_path);
+    let base = config_path.parent().unwrap_or(Path::new(""));
+    let old = Lock::read(&lock_path)?.unwrap_or_default();
+    let fetcher = Fetcher::from_env()?;
+    let fetched = fetch_all(&fetcher, &sources).await;
+    let engine = moat::engine::new_engine()?;
+    let (registry, errors) = load(&engine, &sources, fetched, fetcher.progress())?;
+    if !errors.is_empty() {
+        for error in &errors {
+            eprintln!("moat: plugin \"{}\": {:#}", error.plugin, error.error);
+        }
+        bail!(
+            "{} not written: {} of {} plugins did not load",
+            lock_path.display(),
+            errors.len(),
+            sources.len()
+        );
+    }
+    let new = Lock::of(&sources, &registry, base)?;
+    let report = old.report(&new);
+    new.write(&lock_path)?;
+    print_out(&report.join("\n"));
+    tracing::info!("wrote {}", lock_path.display());
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn inspect(source: &str, as_json: bool) -> Result<ExitCode> {
+    let (plugin, origin) = load_one(source).await?;
     let tools: Vec<Value> = plugin
         .tools
         .iter()
@@ -238,6 +376,8 @@ fn inspect(path: PathBuf, as_json: bool) -> Result<ExitCode> {
     if as_json {
         let report = json!({
             "plugin": &*plugin.name,
+            "digest": plugin.digest,
+            "origin": origin,
             "summary": plugin.summary,
             "imports": plugin.imports,
             "ungranted": ungranted,
@@ -258,6 +398,7 @@ fn inspect(path: PathBuf, as_json: bool) -> Result<ExitCode> {
     if let Some(summary) = &plugin.summary {
         line!("  {}", summary.trim().replace('\n', "\n  "));
     }
+    line!("\ndigest: {}\nfrom:   {origin}", plugin.digest);
     line!("\nimports:");
     if plugin.imports.is_empty() {
         line!("  (none)");
@@ -286,13 +427,13 @@ fn inspect(path: PathBuf, as_json: bool) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-async fn call(path: PathBuf, tool_name: String, arguments: String) -> Result<ExitCode> {
+async fn call(source: &str, tool_name: String, arguments: String) -> Result<ExitCode> {
     let arguments: Value =
         serde_json::from_str(&arguments).context("the arguments are not valid JSON")?;
     let Value::Object(arguments) = arguments else {
         bail!("the arguments must be a JSON object");
     };
-    let plugin = load_one(path)?;
+    let (plugin, _) = load_one(source).await?;
     let tool = plugin
         .tools
         .iter()

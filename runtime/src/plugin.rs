@@ -22,6 +22,7 @@ use crate::grants::Grants;
 use crate::host::{EventSink, HostState};
 use crate::output::Returns;
 use crate::schema::{Unsupported, object_schema};
+use crate::source::Digest;
 use crate::values::{ArgError, args_from_json};
 
 /// The longest tool name many MCP hosts accept.
@@ -74,6 +75,8 @@ pub struct Plugin {
     pub skipped: Vec<(String, String)>,
     /// The names of the interfaces the component imports.
     pub imports: Vec<String>,
+    /// The sha256 of the component: what identifies this plugin, whatever its source.
+    pub digest: Digest,
     pub limits: Limits,
     pub grants: Grants,
     pre: InstancePre<HostState>,
@@ -199,6 +202,7 @@ impl Plugin {
             tools,
             skipped,
             imports,
+            digest: Digest::of(wasm),
             slots: Semaphore::new(limits.max_concurrent_calls),
             queued: AtomicUsize::new(0),
             limits,

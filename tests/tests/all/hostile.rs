@@ -433,7 +433,7 @@ async fn run_case(name: &str, case: &Case, listeners: &Listeners) -> Vec<String>
             },
             PluginSource {
                 name: "hostile".into(),
-                path: plugins::HOSTILE.into(),
+                source: moat::source::Source::File(plugins::HOSTILE.into()),
                 ..source
             },
         ];

@@ -6,6 +6,7 @@ mod echo;
 mod foreign;
 mod hostile;
 mod shapes;
+mod sources;
 mod text;
 mod time;
 
