@@ -51,7 +51,7 @@ enum Command {
     Config {
         /// The host: claude-desktop, claude-code, cursor or vscode.
         host: Host,
-        /// Plugin files, or folders whose every `.wasm` file is a plugin.
+        /// Plugins: files, folders, https:// URLs, oci:// references.
         plugins: Vec<PathBuf>,
         /// A moat.toml naming plugins and their limits.
         #[arg(long)]

@@ -206,7 +206,6 @@ impl Fetcher {
                     .await
             }
         }
-        .with_context(|| format!("fetching {source}"))
     }
 
     /// Publishes a component to `target` as a Wasm OCI artifact.

@@ -63,7 +63,7 @@ pub(super) async fn fetch(
         Ok(response) => response,
         Err(error) => {
             let Some((record, wasm)) = cached else {
-                return Err(error).context(format!("cannot reach {}", host_of(url)));
+                return Err(error).context(format!("{url}: cannot reach {}", host_of(url)));
             };
             tracing::warn!(
                 "{url}: cannot revalidate ({error}); using the copy downloaded before, {}",
