@@ -434,13 +434,20 @@ impl DockerConfig {
                 return Ok(Some((user.to_string(), password.to_string())));
             }
         }
-        let helper = self
+        let Some(helper) = self
             .cred_helpers
             .get(registry)
-            .or(self.creds_store.as_ref());
-        match helper {
-            Some(helper) => credential_helper(helper, registry).map(Some),
-            None => Ok(None),
+            .or(self.creds_store.as_ref())
+        else {
+            return Ok(None);
+        };
+        // As docker does: a helper that is missing or knows no credentials means anonymous.
+        match credential_helper(helper, registry) {
+            Ok(found) => Ok(Some(found)),
+            Err(error) => {
+                tracing::debug!("no credentials for {registry} from a helper: {error:#}");
+                Ok(None)
+            }
         }
     }
 }
@@ -525,6 +532,10 @@ mod tests {
             Some(("bob".into(), "pw".into()))
         );
         assert_eq!(config.credentials("127.0.0.1:5001").unwrap(), None);
+
+        let with_helper: DockerConfig =
+            serde_json::from_str(r#"{"credsStore": "moat-test-no-such-helper"}"#).unwrap();
+        assert_eq!(with_helper.credentials("ghcr.io").unwrap(), None);
     }
 
     #[test]
