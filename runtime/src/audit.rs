@@ -46,6 +46,8 @@ pub enum Outcome {
     Trap,
     /// Stopped at its deadline.
     Deadline,
+    /// Stopped when its fuel ran out.
+    OutOfFuel,
     /// A result moat cannot hand on (too large, malformed).
     BadResult,
     /// Refused: too many calls running or waiting.
@@ -155,6 +157,7 @@ pub fn outcome_of(error: &CallError) -> Outcome {
     match error {
         CallError::InvalidArguments(_) => Outcome::InvalidArguments,
         CallError::DeadlineExceeded(_) => Outcome::Deadline,
+        CallError::OutOfFuel(_) => Outcome::OutOfFuel,
         CallError::Trap { .. } => Outcome::Trap,
         CallError::BadResult(_) => Outcome::BadResult,
         CallError::Busy { .. } => Outcome::Busy,

@@ -2,7 +2,8 @@
 //!
 //! ```toml
 //! [plugins.notes]
-//! path = "plugins/notes.wasm"  # relative to this file
+//! path = "plugins/notes.wasm"  # relative to this file; or instead a source of any kind:
+//! # source = "oci://ghcr.io/acme/notes:1.2"   (or "https://…/notes.wasm", or a path)
 //! deadline_ms = 5000           # optional limits; see `Limits` for the defaults
 //! max_memory_mb = 64
 //! max_output_kb = 64
@@ -33,6 +34,7 @@ use crate::grants::{FileGrant, Grants};
 use crate::network::{Injection, Network, NetworkGrant};
 use crate::plugin::{Limits, sanitize};
 use crate::registry::PluginSource;
+use crate::source::Source;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -69,7 +71,8 @@ pub fn read_audit(path: &Path) -> Result<Option<AuditSettings>> {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct PluginEntry {
-    path: PathBuf,
+    path: Option<PathBuf>,
+    source: Option<String>,
     deadline_ms: Option<u64>,
     max_memory_mb: Option<usize>,
     max_output_kb: Option<usize>,
@@ -255,14 +258,30 @@ fn parse(
             if limits.max_concurrent_calls == 0 {
                 bail!("plugin \"{name}\": max_concurrent_calls must be at least 1");
             }
+            let source =
+                plugin_source(&entry, base).with_context(|| format!("plugin \"{name}\""))?;
             Ok(PluginSource {
                 name,
-                path: base.join(entry.path),
+                source,
                 limits,
                 grants,
             })
         })
         .collect()
+}
+
+/// The one component a plugin entry names, by `path` or by `source`.
+fn plugin_source(entry: &PluginEntry, base: &Path) -> Result<Source> {
+    let source = match (&entry.path, &entry.source) {
+        (Some(path), None) => Source::File(base.join(path)),
+        (None, Some(text)) => Source::parse(text, base)?,
+        (Some(_), Some(_)) => bail!("give `path` or `source`, not both"),
+        (None, None) => bail!("`source` (or `path`) is missing"),
+    };
+    if let Source::Dir(dir) = &source {
+        bail!("{} is a folder; name one component", dir.display());
+    }
+    Ok(source)
 }
 
 fn grants(entry: &PluginEntry, base: &Path, lookup: &Lookup) -> Result<Grants> {
@@ -335,37 +354,22 @@ fn injection(entry: &InjectEntry, lookup: &Lookup, grants: &[NetworkGrant]) -> R
     })
 }
 
-/// Sources for plugin files and folders named on the command line: a folder stands for every
-/// `.wasm` file in it, and a plugin is named after its file (`text-tools.wasm` → `text_tools`).
-pub fn sources_from_paths(paths: &[PathBuf]) -> Result<Vec<PluginSource>> {
+/// Plugins named on the command line: files, folders (every `.wasm` file in them), URLs and OCI
+/// references, each named after its file or repository (`text-tools.wasm` → `text_tools`).
+pub fn sources_from_args(args: &[String]) -> Result<Vec<PluginSource>> {
     let mut sources = Vec::new();
-    for path in paths {
-        if path.is_dir() {
-            let mut files: Vec<PathBuf> = std::fs::read_dir(path)
-                .with_context(|| format!("reading {}", path.display()))?
-                .filter_map(|entry| entry.ok().map(|e| e.path()))
-                .filter(|p| p.extension().is_some_and(|e| e == "wasm"))
-                .collect();
-            files.sort();
-            sources.extend(files.into_iter().map(source_for_file));
-        } else {
-            sources.push(source_for_file(path.clone()));
+    for arg in args {
+        let source = Source::parse(arg, Path::new(""))?;
+        for (name, source) in source.expand()? {
+            sources.push(PluginSource {
+                name,
+                source,
+                limits: Limits::default(),
+                grants: Grants::default(),
+            });
         }
     }
     Ok(sources)
-}
-
-fn source_for_file(path: PathBuf) -> PluginSource {
-    let stem = path
-        .file_stem()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    PluginSource {
-        name: sanitize(&stem),
-        path,
-        limits: Limits::default(),
-        grants: Grants::default(),
-    }
 }
 
 #[cfg(test)]
@@ -382,7 +386,10 @@ mod tests {
         )
         .unwrap();
         assert_eq!(sources.len(), 1);
-        assert_eq!(sources[0].path, Path::new("/etc/moat/echo.wasm"));
+        assert_eq!(
+            sources[0].source,
+            Source::File("/etc/moat/echo.wasm".into())
+        );
         assert_eq!(sources[0].limits.deadline, Duration::from_millis(100));
     }
 
@@ -525,6 +532,41 @@ inject = [{ host = "a.org", header = "X Key", value = "v" }]"#,
 
     fn no_env(_: &str) -> Option<String> {
         None
+    }
+
+    #[test]
+    fn a_plugin_has_a_path_or_a_source() {
+        let sources = parse(
+            "[plugins.a]\nsource = \"oci://127.0.0.1:5000/a:1\"\n\
+             [plugins.b]\nsource = \"https://example.com/b.wasm\"\n\
+             [plugins.c]\nsource = \"c.wasm\"\n",
+            Path::new("/etc/moat"),
+            &no_env,
+            None,
+        )
+        .unwrap();
+        let shown: Vec<String> = sources.iter().map(|s| s.source.to_string()).collect();
+        assert_eq!(
+            shown,
+            [
+                "oci://127.0.0.1:5000/a:1",
+                "https://example.com/b.wasm",
+                "/etc/moat/c.wasm"
+            ]
+        );
+        for (entry, expected) in [
+            ("path = \"a.wasm\"\nsource = \"a.wasm\"", "not both"),
+            ("deadline_ms = 1", "`source` (or `path`) is missing"),
+            ("source = \"http://example.com/a.wasm\"", "plain http"),
+            ("source = \".\"", "is a folder"),
+        ] {
+            let text = format!("[plugins.a]\n{entry}\n");
+            let error = parse(&text, Path::new("."), &no_env, None).unwrap_err();
+            assert!(
+                format!("{error:#}").contains(expected),
+                "{entry}: {error:#}"
+            );
+        }
     }
 
     #[test]

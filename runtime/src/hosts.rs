@@ -78,6 +78,10 @@ pub fn snippet(host: Host, name: &str, launch: &Launch) -> Result<String> {
 }
 
 fn absolute(path: &Path, cwd: &Path) -> String {
+    // URLs and oci:// references are passed on as they are.
+    if path.to_str().is_some_and(|p| p.contains("://")) {
+        return path.display().to_string();
+    }
     let path = cwd.join(path);
     path.canonicalize().unwrap_or(path).display().to_string()
 }
@@ -106,6 +110,14 @@ mod tests {
             Some(Path::new("my moat.toml")),
             Path::new("/home/me"),
         )
+    }
+
+    #[test]
+    fn remote_sources_are_passed_on_as_they_are() {
+        let cwd = Path::new("/home/me");
+        for source in ["oci://ghcr.io/acme/notes:1", "https://example.com/n.wasm"] {
+            assert_eq!(absolute(Path::new(source), cwd), source);
+        }
     }
 
     #[test]

@@ -5,9 +5,10 @@
 //! Every call runs in a fresh instance that can reach only what the operator granted.
 //!
 //! The data path, module by module:
-//! [`config`] (what to load) → [`registry`] (plugins and tool names) → [`plugin`] (compile,
-//! discover, call) → [`values`] (arguments checked and converted) → [`host`] (what the guest
-//! may touch) → [`output`] (the result as MCP content) → [`server`] (MCP over stdio, or [`http`]).
+//! [`config`] (what to load) → [`source`] (fetch it; [`lock`] pins it) → [`registry`] (plugins
+//! and tool names) → [`plugin`] (compile, discover, call) → [`values`] (arguments checked and
+//! converted) → [`host`] (what the guest may touch) → [`output`] (the result as MCP content) →
+//! [`server`] (MCP over stdio, or [`http`]).
 
 pub mod audit;
 pub mod cache;
@@ -19,6 +20,7 @@ pub mod grants;
 pub mod host;
 pub mod hosts;
 pub mod http;
+pub mod lock;
 pub mod manifest;
 pub mod network;
 pub mod output;
@@ -29,4 +31,5 @@ pub mod reload;
 pub mod schema;
 pub mod server;
 pub mod signing;
+pub mod source;
 pub mod values;

@@ -1,6 +1,6 @@
 //! The `moat` command: serve plugins over MCP, inspect them, or call one tool once.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 
@@ -14,12 +14,14 @@ use moat::cache::Cache;
 use moat::catalogue::Catalogue;
 use moat::config;
 use moat::hosts::{Host, Launch, snippet};
+use moat::lock::Lock;
 use moat::plugin::{Plugin, read_wasm, sanitize};
 use moat::policy::{Policy, Transport};
-use moat::registry::{PluginSource, Registry};
+use moat::registry::{LoadError, PluginSource, Registry};
 use moat::reload::{Loader, Served};
 use moat::server::MoatServer;
 use moat::signing;
+use moat::source::{Fetched, Fetcher, Progress, Source, Store, fetch_all};
 
 /// Runs untrusted MCP tools as sandboxed WebAssembly components.
 #[derive(Parser)]
@@ -33,8 +35,8 @@ struct Cli {
 enum Command {
     /// Serve plugins as MCP tools over stdio, or Streamable HTTP (logs go to stderr).
     Serve {
-        /// Plugin files, or folders whose every `.wasm` file is a plugin.
-        plugins: Vec<PathBuf>,
+        /// Plugins: files, folders (every `.wasm` file in them), https:// URLs, oci:// references.
+        plugins: Vec<String>,
         /// A moat.toml naming plugins and their limits.
         #[arg(long)]
         config: Option<PathBuf>,
@@ -60,8 +62,9 @@ enum Command {
     /// Show a plugin's tools, their schemas and descriptions, what it imports, its permission
     /// manifest and what became of each grant.
     Inspect {
-        /// The plugin file, or with --config the plugin's name (or file) in that config.
-        plugin: PathBuf,
+        /// A file, an https:// URL or an oci:// reference; with --config, the plugin's name (or
+        /// file) in that config.
+        plugin: String,
         /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
@@ -97,7 +100,7 @@ enum Command {
     Config {
         /// The host: claude-desktop, claude-code, cursor or vscode.
         host: Host,
-        /// Plugin files, or folders whose every `.wasm` file is a plugin.
+        /// Plugins: files, folders, https:// URLs, oci:// references.
         plugins: Vec<PathBuf>,
         /// A moat.toml naming plugins and their limits.
         #[arg(long)]
@@ -109,6 +112,25 @@ enum Command {
         #[arg(long, default_value = "moat")]
         name: String,
     },
+    /// Fetch a plugin into the download cache and print its sha256.
+    Pull {
+        /// A file, a folder, an https:// URL or an oci:// reference.
+        source: String,
+    },
+    /// Publish a component to an OCI registry as a Wasm artifact.
+    Push {
+        /// The component file.
+        file: PathBuf,
+        /// Where to: oci://host[:port]/repository:tag.
+        reference: String,
+    },
+    /// Pin every plugin of a moat.toml to its current sha256 in the lock file beside it, and
+    /// show what changed since the last lock.
+    Lock {
+        /// The moat.toml whose plugins to pin; the lock is the same path with `.lock`.
+        #[arg(long, default_value = "moat.toml")]
+        config: PathBuf,
+    },
     /// Manage the cache of compiled plugins (`MOAT_CACHE_DIR`, else `~/.cache/moat`).
     Cache {
         #[command(subcommand)]
@@ -116,7 +138,8 @@ enum Command {
     },
     /// Call one tool once and print the MCP result as JSON.
     Call {
-        plugin: PathBuf,
+        /// A file, an https:// URL or an oci:// reference.
+        plugin: String,
         /// The tool's MCP name, or the plain name of the exported function.
         tool: String,
         /// The arguments, as a JSON object.
@@ -197,7 +220,7 @@ async fn run(cli: Cli) -> Result<ExitCode> {
                 (None, None) => None,
             };
             let served = Served {
-                paths: plugins,
+                paths: plugins.iter().map(PathBuf::from).collect(),
                 config,
                 secrets,
             };
@@ -209,14 +232,12 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             config,
             trust,
         } => {
-            let source = match config {
-                Some(config) => configured_source(&config, &plugin)?,
-                None => config::sources_from_paths(&[plugin])?
-                    .pop()
-                    .context("no plugin found")?,
-            };
-            inspect(source, json, &Policy::resolve(trust.policy.as_deref())?)
+            let policy = Policy::resolve(trust.policy.as_deref())?;
+            inspect(&plugin, config.as_deref(), json, &policy).await
         }
+        Command::Pull { source } => pull(&source).await,
+        Command::Push { file, reference } => push(&file, &reference).await,
+        Command::Lock { config } => lock(&config).await,
         Command::Sign { key, file } => {
             let out = signing::sign_file(&key, &file)?;
             eprintln!("moat: wrote {}", out.display());
@@ -241,7 +262,7 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             plugin,
             tool,
             arguments,
-        } => call(plugin, tool, arguments).await,
+        } => call(&plugin, tool, arguments).await,
         Command::Config {
             host,
             plugins,
@@ -269,6 +290,11 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             let dir = Cache::default_dir().context("no cache folder: set MOAT_CACHE_DIR")?;
             let removed = Cache::clear(&dir)?;
             eprintln!("moat: removed {removed} files from {}", dir.display());
+            if let Some(store) = Store::default_dir().filter(|d| d.exists()) {
+                std::fs::remove_dir_all(&store)
+                    .with_context(|| format!("removing {}", store.display()))?;
+                eprintln!("moat: removed the downloads in {}", store.display());
+            }
             Ok(ExitCode::SUCCESS)
         }
     }
@@ -285,7 +311,7 @@ async fn serve(
         Some(addr) => policy.check_transport(Transport::Http, Some(addr))?,
         None => policy.check_transport(Transport::Stdio, None)?,
     }
-    let sources = served.sources()?;
+    let (sources, fetched) = served.fetch().await?;
     // Fuel metering costs every plugin: only when one asks for it.
     let fuel = sources.iter().any(|s| s.limits.fuel.is_some());
     let audit = match audit {
@@ -295,7 +321,7 @@ async fn serve(
     let mut loader = Loader::new(moat::engine::new_engine_with_fuel(fuel)?, open_cache())
         .with_policy(policy)
         .with_audit(audit);
-    let outcome = tokio::task::block_in_place(|| loader.load(&sources))?;
+    let outcome = tokio::task::block_in_place(|| loader.load_fetched(&sources, fetched))?;
     outcome.log();
     let registry = Arc::new(outcome.registry);
     let catalogue = Catalogue::new(registry, page_size);
@@ -329,37 +355,140 @@ fn open_cache() -> Option<Cache> {
 }
 
 /// The plugin of `config` named `plugin`, or whose file `plugin` is.
-fn configured_source(config: &std::path::Path, plugin: &std::path::Path) -> Result<PluginSource> {
-    let wanted = plugin.canonicalize().ok();
+fn configured_source(config: &Path, plugin: &str) -> Result<PluginSource> {
+    let wanted = Path::new(plugin).canonicalize().ok();
     config::read(config)?
         .into_iter()
         .find(|s| {
-            plugin.as_os_str() == s.name.as_str()
-                || (wanted.is_some() && s.path.canonicalize().ok() == wanted)
+            let file = match &s.source {
+                Source::File(path) => path.canonicalize().ok(),
+                _ => None,
+            };
+            plugin == s.name || (wanted.is_some() && file == wanted)
         })
-        .with_context(|| format!("{} has no plugin {}", config.display(), plugin.display()))
+        .with_context(|| format!("{} has no plugin {plugin}", config.display()))
 }
 
-/// Loads one plugin file for `call`.
-fn load_one(path: PathBuf, policy: &Policy) -> Result<Arc<Plugin>> {
-    let mut sources = config::sources_from_paths(&[path])?;
-    load_source(sources.pop().context("no plugin found")?, policy)
-}
-
-/// Loads one plugin under `policy`, with the grants of `source`.
-fn load_source(source: PluginSource, policy: &Policy) -> Result<Arc<Plugin>> {
-    let engine = moat::engine::new_engine()?;
+/// Compiles the fetched plugins under `policy` (from the compiled-plugin cache when it has
+/// them), with a spinner on a terminal.
+fn load(
+    engine: &wasmtime::Engine,
+    sources: &[PluginSource],
+    fetched: Vec<Result<Fetched>>,
+    progress: &Progress,
+    policy: &Policy,
+) -> Result<(Registry, Vec<LoadError>)> {
     let cache = open_cache();
-    let (registry, mut errors) =
-        Registry::load_checked(&engine, &[source], cache.as_ref(), policy)?;
+    let spinner = progress.spinner(&format!("compiling {} plugins", sources.len()));
+    let loaded = Registry::load_fetched(engine, sources, fetched, cache.as_ref(), policy);
+    spinner.finish_and_clear();
+    loaded
+}
+
+/// Loads the one plugin a source string names, for `inspect` and `call`, with where it came from.
+async fn load_one(text: &str, policy: &Policy) -> Result<(Arc<Plugin>, String)> {
+    let mut sources = config::sources_from_args(&[text.to_string()])?;
+    if sources.len() != 1 {
+        bail!("{text} holds {} plugins; name one", sources.len());
+    }
+    load_source(sources.pop().expect("one source"), policy).await
+}
+
+/// Fetches and loads one plugin under `policy`, with the grants of `source`.
+async fn load_source(source: PluginSource, policy: &Policy) -> Result<(Arc<Plugin>, String)> {
+    let fetcher = Fetcher::from_env()?;
+    let fetched = fetcher.fetch(&source.source).await?;
+    let origin = fetched.origin.clone();
+    let engine = moat::engine::new_engine_with_fuel(source.limits.fuel.is_some())?;
+    let (registry, mut errors) = load(
+        &engine,
+        &[source],
+        vec![Ok(fetched)],
+        fetcher.progress(),
+        policy,
+    )?;
     if let Some(error) = errors.pop() {
         return Err(error.error);
     }
-    Ok(registry.plugins()[0].clone())
+    Ok((registry.plugins()[0].clone(), origin))
 }
 
-fn inspect(source: PluginSource, as_json: bool, policy: &Policy) -> Result<ExitCode> {
-    let plugin = load_source(source, policy)?;
+/// `moat pull`: fetches a source (each plugin of a folder) and prints `digest  source` lines.
+async fn pull(text: &str) -> Result<ExitCode> {
+    let fetcher = Fetcher::from_env()?;
+    for (_, source) in Source::parse(text, Path::new(""))?.expand()? {
+        let fetched = fetcher.fetch(&source).await?;
+        tracing::info!(
+            "{source}: {} bytes from {}",
+            fetched.wasm.len(),
+            fetched.origin
+        );
+        print_out(&format!("{}  {source}", fetched.digest));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `moat push`: publishes a component and prints its digest and the reference that pins it.
+async fn push(file: &Path, target: &str) -> Result<ExitCode> {
+    let Source::Oci(oci) = Source::parse(target, Path::new(""))? else {
+        bail!("push publishes to an OCI registry: give an oci://host/repository:tag reference");
+    };
+    let wasm = read_wasm(file)?;
+    moat::source::check_component(&wasm).with_context(|| file.display().to_string())?;
+    let pushed = Fetcher::new(None, Progress::for_stderr())?
+        .push(&oci, &wasm)
+        .await?;
+    let pinned = oci.pinned(&pushed.manifest);
+    tracing::info!(
+        "pushed {} to {oci}, manifest {}",
+        file.display(),
+        pushed.manifest
+    );
+    print_out(&format!("{}  {pinned}", pushed.digest));
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `moat lock`: fetches and loads every plugin of a moat.toml, shows how each differs from the
+/// lock file, and writes the lock file anew. Nothing is written unless every plugin loads.
+async fn lock(config_path: &Path) -> Result<ExitCode> {
+    let sources = config::read(config_path)?;
+    let lock_path = Lock::path_for(config_path);
+    let base = config_path.parent().unwrap_or(Path::new(""));
+    let old = Lock::read(&lock_path)?.unwrap_or_default();
+    let fetcher = Fetcher::from_env()?;
+    let fetched = fetch_all(&fetcher, &sources).await;
+    let engine = moat::engine::new_engine()?;
+    let policy = Policy::resolve(None)?;
+    let (registry, errors) = load(&engine, &sources, fetched, fetcher.progress(), &policy)?;
+    if !errors.is_empty() {
+        for error in &errors {
+            eprintln!("moat: plugin \"{}\": {:#}", error.plugin, error.error);
+        }
+        bail!(
+            "{} not written: {} of {} plugins did not load",
+            lock_path.display(),
+            errors.len(),
+            sources.len()
+        );
+    }
+    let new = Lock::of(&sources, &registry, base)?;
+    let report = old.report(&new);
+    new.write(&lock_path)?;
+    print_out(&report.join("\n"));
+    tracing::info!("wrote {}", lock_path.display());
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn inspect(
+    text: &str,
+    config: Option<&Path>,
+    as_json: bool,
+    policy: &Policy,
+) -> Result<ExitCode> {
+    let (plugin, origin) = match config {
+        Some(config) => load_source(configured_source(config, text)?, policy).await?,
+        None => load_one(text, policy).await?,
+    };
     let tools: Vec<Value> = plugin
         .tools
         .iter()
@@ -382,10 +511,11 @@ fn inspect(source: PluginSource, as_json: bool, policy: &Policy) -> Result<ExitC
     if as_json {
         let report = json!({
             "plugin": &*plugin.name,
+            "digest": plugin.digest,
+            "origin": origin,
             "summary": plugin.summary,
             "imports": plugin.imports,
             "ungranted": ungranted,
-            "digest": plugin.admission.digest,
             "publisher": plugin.admission.publisher,
             "manifest": plugin.admission.manifest,
             "grants": plugin.admission.notes,
@@ -406,6 +536,7 @@ fn inspect(source: PluginSource, as_json: bool, policy: &Policy) -> Result<ExitC
     if let Some(summary) = &plugin.summary {
         line!("  {}", summary.trim().replace('\n', "\n  "));
     }
+    line!("\ndigest: {}\nfrom:   {origin}", plugin.digest);
     line!("\nimports:");
     if plugin.imports.is_empty() {
         line!("  (none)");
@@ -417,7 +548,6 @@ fn inspect(source: PluginSource, as_json: bool, policy: &Policy) -> Result<ExitC
         line!("  note: {note}");
     }
     let admission = &plugin.admission;
-    line!("\ndigest: {}", admission.digest);
     if let Some(publisher) = &admission.publisher {
         line!("signed by: {publisher}");
     }
@@ -450,13 +580,13 @@ fn inspect(source: PluginSource, as_json: bool, policy: &Policy) -> Result<ExitC
     Ok(ExitCode::SUCCESS)
 }
 
-async fn call(path: PathBuf, tool_name: String, arguments: String) -> Result<ExitCode> {
+async fn call(source: &str, tool_name: String, arguments: String) -> Result<ExitCode> {
     let arguments: Value =
         serde_json::from_str(&arguments).context("the arguments are not valid JSON")?;
     let Value::Object(arguments) = arguments else {
         bail!("the arguments must be a JSON object");
     };
-    let plugin = load_one(path, &Policy::resolve(None)?)?;
+    let (plugin, _) = load_one(source, &Policy::resolve(None)?).await?;
     let tool = plugin
         .tools
         .iter()
@@ -535,9 +665,12 @@ fn policy_check(
     let mut refused = 0;
     let mut out = String::new();
     for source in sources {
-        let admitted = read_wasm(&source.path).and_then(|wasm| {
-            let signature = signing::read_detached(&source.path)?;
-            policy.admit(source, &wasm, signature.as_deref())
+        let admitted = source.source.read_local().and_then(|fetched| {
+            let signature = match &source.source {
+                Source::File(path) => signing::read_detached(path)?,
+                _ => None,
+            };
+            policy.admit(source, &fetched.wasm, signature.as_deref())
         });
         match admitted {
             Err(error) => {

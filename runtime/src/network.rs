@@ -169,7 +169,9 @@ impl NetworkGrant {
     fn matches(&self, target: &Target) -> bool {
         self.scheme.is_none_or(|s| s == target.scheme)
             && self.host.matches(&target.host)
-            && self.port_for(target.scheme).is_none_or(|p| p == target.port)
+            && self
+                .port_for(target.scheme)
+                .is_none_or(|p| p == target.port)
     }
 
     /// Whether a raw TCP connection to `addr` is granted: only IP-literal grants apply.

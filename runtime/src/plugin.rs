@@ -23,6 +23,7 @@ use crate::host::{EventSink, HostState};
 use crate::network::Denials;
 use crate::output::Returns;
 use crate::schema::{Unsupported, object_schema};
+use crate::source::Digest;
 use crate::values::{ArgError, args_from_json};
 
 /// The longest tool name many MCP hosts accept.
@@ -79,6 +80,8 @@ pub struct Plugin {
     pub skipped: Vec<(String, String)>,
     /// The names of the interfaces the component imports.
     pub imports: Vec<String>,
+    /// The sha256 of the component: what identifies this plugin, whatever its source.
+    pub digest: Digest,
     pub limits: Limits,
     pub grants: Grants,
     /// Its digest, publisher and manifest, and what became of each grant (set by the registry).
@@ -237,6 +240,7 @@ impl Plugin {
             tools,
             skipped,
             imports,
+            digest: Digest::of(wasm),
             slots: Semaphore::new(limits.max_concurrent_calls),
             queued: AtomicUsize::new(0),
             limits,

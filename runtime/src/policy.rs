@@ -370,7 +370,11 @@ impl Policy {
 /// Checks the plugin at `source` (bytes `wasm`, read once) against `policy`, reading its
 /// detached signature, and logs what became of its grants. The error says why it may not load.
 pub fn admit(policy: &Policy, source: &PluginSource, wasm: &[u8]) -> Result<Admitted> {
-    let signature = signing::read_detached(&source.path)?;
+    let signature = match &source.source {
+        crate::source::Source::File(path) => signing::read_detached(path)?,
+        // Detached signatures travel beside files only: a fetched plugin counts as unsigned.
+        _ => None,
+    };
     let admitted = policy
         .admit(source, wasm, signature.as_deref())
         .with_context(|| format!("plugin \"{}\" is not loaded", source.name))?;

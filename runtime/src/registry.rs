@@ -2,7 +2,6 @@
 
 use std::collections::BTreeMap;
 use std::ops::Bound;
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::Result;
@@ -13,14 +12,15 @@ use crate::audit::AuditLog;
 use crate::cache::Cache;
 use crate::grants::Grants;
 use crate::host;
-use crate::plugin::{Limits, Plugin, Tool, read_wasm};
+use crate::plugin::{Limits, Plugin, Tool};
 use crate::policy::Policy;
+use crate::source::{Fetched, Source};
 
 /// Where a plugin comes from and what it may use.
 #[derive(Clone, Debug)]
 pub struct PluginSource {
     pub name: String,
-    pub path: PathBuf,
+    pub source: Source,
     pub limits: Limits,
     pub grants: Grants,
 }
@@ -48,7 +48,8 @@ impl Registry {
         Self::load_cached(engine, sources, None)
     }
 
-    /// [`Registry::load`], taking compiled plugins from `cache` when it has them.
+    /// [`Registry::load`], taking compiled plugins from `cache` when it has them. Every source
+    /// must be a local file; [`Registry::load_fetched`] takes components from anywhere.
     pub fn load_cached(
         engine: &Engine,
         sources: &[PluginSource],
@@ -66,15 +67,30 @@ impl Registry {
         cache: Option<&Cache>,
         policy: &Policy,
     ) -> Result<(Self, Vec<LoadError>)> {
+        let fetched = sources.iter().map(|s| s.source.read_local()).collect();
+        Self::load_fetched(engine, sources, fetched, cache, policy)
+    }
+
+    /// Loads each source from the component fetched for it (`fetched[i]` for `sources[i]`; a
+    /// failed fetch is a load error like any other), under `policy`.
+    pub fn load_fetched(
+        engine: &Engine,
+        sources: &[PluginSource],
+        fetched: Vec<Result<Fetched>>,
+        cache: Option<&Cache>,
+        policy: &Policy,
+    ) -> Result<(Self, Vec<LoadError>)> {
+        assert_eq!(sources.len(), fetched.len(), "one fetch per source");
         let mut linker = Linker::new(engine);
         host::add_to_linker(&mut linker)?;
         let results: Vec<Result<Plugin>> = std::thread::scope(|scope| {
             let handles: Vec<_> = sources
                 .iter()
-                .map(|source| {
+                .zip(fetched)
+                .map(|(source, fetched)| {
                     let linker = &linker;
                     scope.spawn(move || {
-                        let wasm = read_wasm(&source.path)?;
+                        let wasm = fetched?.wasm;
                         let admitted = crate::policy::admit(policy, source, &wasm)?;
                         let mut plugin = Plugin::load(
                             engine,
@@ -122,6 +138,7 @@ impl Registry {
             engine: engine.clone(),
             plugins: Vec::new(),
             tools: BTreeMap::new(),
+            audit: None,
         };
         for plugin in plugins {
             registry.add(plugin);

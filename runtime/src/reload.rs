@@ -17,7 +17,6 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 use notify_debouncer_full::notify::{RecommendedWatcher, RecursiveMode};
 use notify_debouncer_full::{DebounceEventResult, Debouncer, RecommendedCache, new_debouncer};
-use sha2::{Digest, Sha256};
 use tokio::sync::mpsc;
 use wasmtime::Engine;
 
@@ -25,9 +24,11 @@ use crate::audit::AuditLog;
 use crate::cache::Cache;
 use crate::catalogue::Catalogue;
 use crate::config;
+use crate::lock::Lock;
 use crate::plugin::Plugin;
 use crate::policy::Policy;
 use crate::registry::{LoadError, PluginSource, Registry};
+use crate::source::{Fetched, Fetcher, Source, fetch_all};
 
 /// How long the files must stay quiet before a reload: a plugin being written in several steps
 /// is read once it is whole.
@@ -47,7 +48,43 @@ pub struct Served {
 impl Served {
     /// The plugins these name now; two plugins of one name are an error.
     pub fn sources(&self) -> Result<Vec<PluginSource>> {
-        let mut sources = config::sources_from_paths(&self.paths)?;
+        Ok(self.sources_split()?.0)
+    }
+
+    /// Every plugin's component, fetched (from its file, URL or registry) and, for the plugins
+    /// of the config, checked against the lock file beside it.
+    pub async fn fetch(&self) -> Result<(Vec<PluginSource>, Vec<Result<Fetched>>)> {
+        let (sources, named) = self.sources_split()?;
+        let fetcher = Fetcher::from_env()?;
+        let mut fetched = fetch_all(&fetcher, &sources).await;
+        if let Some(path) = &self.config {
+            let lock_path = Lock::path_for(path);
+            match Lock::read(&lock_path)? {
+                // Only moat.toml's plugins are pinned; those named on the command line are not.
+                Some(lock) => lock.enforce(
+                    path.parent().unwrap_or(Path::new("")),
+                    &sources[named..],
+                    &mut fetched[named..],
+                ),
+                None => tracing::info!(
+                    "no {}: the plugins of {} are not pinned (`moat lock` pins them)",
+                    lock_path.display(),
+                    path.display()
+                ),
+            }
+        }
+        Ok((sources, fetched))
+    }
+
+    /// The sources, and how many of them come first from the command line.
+    fn sources_split(&self) -> Result<(Vec<PluginSource>, usize)> {
+        let args: Vec<String> = self
+            .paths
+            .iter()
+            .map(|p| p.to_string_lossy().into_owned())
+            .collect();
+        let mut sources = config::sources_from_args(&args)?;
+        let named = sources.len();
         if let Some(path) = &self.config {
             sources.extend(config::read_with_secrets(path, self.secrets.as_deref())?);
         }
@@ -58,7 +95,7 @@ impl Served {
                 dup.name
             );
         }
-        Ok(sources)
+        Ok((sources, named))
     }
 }
 
@@ -81,20 +118,18 @@ struct Loaded {
 /// What a loaded plugin was made from; it is reused only when all of this is the same.
 #[derive(PartialEq)]
 struct Origin {
-    wasm_sha256: Vec<u8>,
+    digest: String,
     /// The source's name, path, limits and grants, compared through their `Debug` form so that
     /// any setting added to [`PluginSource`] later takes part too.
     settings: String,
 }
 
 impl Origin {
-    fn read(source: &PluginSource) -> Result<Self> {
-        let wasm = std::fs::read(&source.path)
-            .with_context(|| format!("reading {}", source.path.display()))?;
-        Ok(Self {
-            wasm_sha256: Sha256::digest(&wasm).to_vec(),
+    fn of(source: &PluginSource, fetched: &Fetched) -> Self {
+        Self {
+            digest: fetched.digest.to_string(),
             settings: format!("{source:?}"),
-        })
+        }
     }
 }
 
@@ -140,19 +175,38 @@ impl Loader {
     /// the previous load whose bytes and settings are unchanged, and the previous version of any
     /// plugin that fails now. Blocks while compiling.
     pub fn load(&mut self, sources: &[PluginSource]) -> Result<Outcome> {
+        let fetched = sources.iter().map(|s| s.source.read_local()).collect();
+        self.load_fetched(sources, fetched)
+    }
+
+    /// [`Loader::load`] with each source's component already fetched (`fetched[i]` for
+    /// `sources[i]`).
+    pub fn load_fetched(
+        &mut self,
+        sources: &[PluginSource],
+        fetched: Vec<Result<Fetched>>,
+    ) -> Result<Outcome> {
+        let mut components: HashMap<usize, Fetched> = HashMap::new();
         let mut chosen: Vec<Option<Arc<Plugin>>> = vec![None; sources.len()];
         let mut unchanged = Vec::new();
         let mut failed = Vec::new();
         let mut to_compile = Vec::new();
-        for (index, source) in sources.iter().enumerate() {
-            match Origin::read(source) {
-                Ok(origin) => match self.loaded.get(&source.name) {
-                    Some(loaded) if loaded.origin == origin => {
-                        chosen[index] = Some(loaded.plugin.clone());
-                        unchanged.push(source.name.clone());
+        assert_eq!(sources.len(), fetched.len(), "one fetch per source");
+        for (index, (source, fetched)) in sources.iter().zip(fetched).enumerate() {
+            match fetched {
+                Ok(component) => {
+                    let origin = Origin::of(source, &component);
+                    match self.loaded.get(&source.name) {
+                        Some(loaded) if loaded.origin == origin => {
+                            chosen[index] = Some(loaded.plugin.clone());
+                            unchanged.push(source.name.clone());
+                        }
+                        _ => {
+                            components.insert(index, component);
+                            to_compile.push((index, origin));
+                        }
                     }
-                    _ => to_compile.push((index, origin)),
-                },
+                }
                 Err(error) => failed.push(LoadError {
                     plugin: source.name.clone(),
                     error,
@@ -165,18 +219,27 @@ impl Loader {
         let mut digests = HashSet::new();
         let (first, copies): (Vec<_>, Vec<_>) = to_compile
             .iter()
-            .partition(|(_, origin)| digests.insert(origin.wasm_sha256.clone()));
+            .partition(|(_, origin)| digests.insert(origin.digest.clone()));
         let mut fresh: HashMap<String, Arc<Plugin>> = HashMap::new();
         for round in [first, copies] {
             let batch: Vec<PluginSource> = round
                 .iter()
                 .map(|&&(index, _)| sources[index].clone())
                 .collect();
-            let (registry, errors) =
-                Registry::load_checked(&self.engine, &batch, self.cache.as_ref(), &self.policy)?;
+            let components = round
+                .iter()
+                .map(|&&(index, _)| Ok(components.remove(&index).expect("fetched once")))
+                .collect();
+            let (registry, errors) = Registry::load_fetched(
+                &self.engine,
+                &batch,
+                components,
+                self.cache.as_ref(),
+                &self.policy,
+            )?;
             failed.extend(errors.into_iter().map(|mut failure| {
                 if let Some(source) = batch.iter().find(|s| s.name == failure.plugin) {
-                    failure.error = failure.error.context(source.path.display().to_string());
+                    failure.error = failure.error.context(source.source.to_string());
                 }
                 failure
             }));
@@ -357,10 +420,13 @@ async fn reload(
     loader: &Arc<Mutex<Loader>>,
     catalogue: &Catalogue,
 ) -> Result<Vec<PluginSource>> {
-    let sources = served.sources()?;
+    let (sources, fetched) = served.fetch().await?;
     let loader = loader.clone();
     let (sources, outcome) = tokio::task::spawn_blocking(move || {
-        let outcome = loader.lock().expect("loader lock").load(&sources);
+        let outcome = loader
+            .lock()
+            .expect("loader lock")
+            .load_fetched(&sources, fetched);
         (sources, outcome)
     })
     .await
@@ -391,7 +457,13 @@ impl Watched {
         served: &Served,
         sources: &[PluginSource],
     ) {
-        let mut files: HashSet<PathBuf> = sources.iter().map(|s| absolute(&s.path)).collect();
+        let mut files: HashSet<PathBuf> = sources
+            .iter()
+            .filter_map(|s| match &s.source {
+                Source::File(path) => Some(absolute(path)),
+                _ => None,
+            })
+            .collect();
         files.extend(served.config.as_deref().map(absolute));
         let plugin_folders: HashSet<PathBuf> = served
             .paths

@@ -115,7 +115,8 @@ impl MoatServer {
         error: Option<String>,
         denied: Vec<String>,
     ) {
-        let Some(log) = self.catalogue.audit() else {
+        let registry = self.catalogue.current();
+        let Some(log) = registry.audit() else {
             return;
         };
         let client = context
@@ -231,7 +232,15 @@ impl ServerHandler for MoatServer {
             Ok(_) => (Outcome::Ok, None),
             Err(error) => (audit::outcome_of(error), Some(error.to_string())),
         };
-        self.audit(&context, &request, Some(plugin), started, audited, error, denials);
+        self.audit(
+            &context,
+            &request,
+            Some(plugin),
+            started,
+            audited,
+            error,
+            denials,
+        );
         Ok(match outcome {
             Ok(result) => result,
             Err(error) => {

@@ -105,7 +105,7 @@ async fn fuel_metering(calls: usize) {
     let load_on = |engine: &wasmtime::Engine, name: &str, path: &str| -> std::sync::Arc<Plugin> {
         let source = PluginSource {
             name: name.into(),
-            path: path.into(),
+            source: moat::source::Source::File(path.into()),
             limits: Default::default(),
             grants: Default::default(),
         };

@@ -4,6 +4,7 @@ use std::sync::{Arc, OnceLock};
 
 use moat::plugin::{Limits, Plugin};
 use moat::registry::{PluginSource, Registry};
+use moat::source::Source;
 use rmcp::model::CallToolResult;
 use serde_json::Value;
 
@@ -27,7 +28,7 @@ pub fn load(name: &str, path: &str) -> Arc<Plugin> {
 pub fn load_with(name: &str, path: &str, limits: Limits) -> Arc<Plugin> {
     let source = PluginSource {
         name: name.into(),
-        path: path.into(),
+        source: Source::File(path.into()),
         limits,
         grants: Default::default(),
     };
@@ -87,7 +88,7 @@ pub fn load_granted(
 ) -> Arc<Plugin> {
     let source = PluginSource {
         name: name.into(),
-        path: path.into(),
+        source: Source::File(path.into()),
         limits,
         grants,
     };

@@ -499,7 +499,7 @@ async fn run_case(
             },
             PluginSource {
                 name: "hostile".into(),
-                path: plugins::HOSTILE.into(),
+                source: moat::source::Source::File(plugins::HOSTILE.into()),
                 ..source
             },
         ];

@@ -138,7 +138,7 @@ impl Drop for ConfigDir {
 pub fn load(source: PluginSource) -> Arc<Plugin> {
     moat_tests::load_granted(
         &source.name,
-        source.path.to_str().unwrap(),
+        &source.source.to_string(),
         source.limits,
         source.grants,
     )

@@ -15,6 +15,7 @@ mod memory;
 mod network;
 mod reload;
 mod shapes;
+mod sources;
 mod text;
 mod time;
 mod trust;

@@ -11,6 +11,7 @@ use moat::grants::{FileGrant, Grants};
 use moat::plugin::Limits;
 use moat::policy::Policy;
 use moat::registry::{PluginSource, Registry};
+use moat::source::Source;
 use moat_tests::{call, engine, plugins, structured, text};
 use serde_json::json;
 
@@ -72,7 +73,7 @@ fn notes_copy(dir: &Path) -> PathBuf {
 fn source(path: &Path) -> PluginSource {
     PluginSource {
         name: "notes".into(),
-        path: path.to_path_buf(),
+        source: Source::File(path.to_path_buf()),
         limits: Limits::default(),
         grants: Grants::default(),
     }
@@ -243,7 +244,7 @@ fn allow_rules_admit_by_name_and_digest_and_say_why_not() {
         engine(),
         &[PluginSource {
             name: "shapes".into(),
-            path: plugins::SHAPES.into(),
+            source: Source::File(plugins::SHAPES.into()),
             limits: Limits::default(),
             grants: Grants::default(),
         }],
@@ -284,6 +285,7 @@ async fn the_plugin_runs_with_request_grant_and_ceiling_intersected() {
             ("NOTES_TITLE".into(), "Mine".into()),
             ("AWS_SECRET_ACCESS_KEY".into(), "hunter2".into()),
         ],
+        ..Grants::default()
     };
     let policy = Policy::parse(&format!(
         "[[allow]]\nname = \"notes\"\n[ceiling]\ndirectories = [{{ path = \"{}\", mode = \"ro\" }}]\ndeadline_ms = 1000\n",
@@ -294,7 +296,7 @@ async fn the_plugin_runs_with_request_grant_and_ceiling_intersected() {
         engine(),
         &[PluginSource {
             name: "notes".into(),
-            path: plugins::NOTES.into(),
+            source: Source::File(plugins::NOTES.into()),
             limits: Limits::default(),
             grants,
         }],

@@ -1,0 +1,316 @@
+//! Where plugins come from: a local file, a folder of them, an `https://` URL or an OCI registry.
+//!
+//! A [`Source`] is parsed from the string an operator writes (`notes.wasm`, `plugins/`,
+//! `https://example.com/notes.wasm`, `oci://ghcr.io/acme/notes:1.2`); [`Fetcher::fetch`] turns it
+//! into the component's bytes, their sha256 and a note of where they came from. Whatever the
+//! source, a plugin is identified by that sha256: it is what `moat.lock` pins.
+//!
+//! Downloads are kept in moat's cache folder (`sources/`): components by digest, and for each URL
+//! its validators (`ETag`, `Last-Modified`), so an unchanged file is revalidated, not downloaded
+//! again. Everything read back from there is hashed again, so a changed cache entry is noticed.
+//! Plain HTTP is refused except to loopback hosts, for URLs and registries alike.
+
+mod digest;
+pub mod oci;
+mod progress;
+mod store;
+mod url;
+
+use std::fmt;
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::{Context, Result, bail};
+
+pub use digest::Digest;
+pub use oci::OciSource;
+pub use progress::Progress;
+pub use store::Store;
+
+/// The largest component moat downloads.
+pub const MAX_COMPONENT_BYTES: u64 = 256 << 20;
+
+/// Where one plugin (or, for a folder, several) comes from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Source {
+    /// A `.wasm` file on this machine.
+    File(PathBuf),
+    /// A folder: every `.wasm` file in it is a plugin.
+    Dir(PathBuf),
+    /// A component at an `https://` URL (or `http://` on a loopback host).
+    Url(reqwest::Url),
+    /// A Wasm OCI artifact: `oci://host[:port]/repo:tag` or `oci://host/repo@sha256:…`.
+    Oci(OciSource),
+}
+
+/// A fetched component.
+#[derive(Clone, Debug)]
+pub struct Fetched {
+    pub wasm: Vec<u8>,
+    /// The sha256 of `wasm`.
+    pub digest: Digest,
+    /// Where the bytes came from, for people: a path, a URL, a registry reference with its
+    /// manifest digest, each with a note when they came from the cache.
+    pub origin: String,
+}
+
+impl Source {
+    /// Parses what an operator wrote; a relative path is taken relative to `base`.
+    pub fn parse(text: &str, base: &Path) -> Result<Self> {
+        if let Some(rest) = text.strip_prefix("oci://") {
+            return Ok(Self::Oci(OciSource::parse(rest)?));
+        }
+        if text.starts_with("https://") || text.starts_with("http://") {
+            let url = reqwest::Url::parse(text).with_context(|| format!("\"{text}\" is no URL"))?;
+            url::check_scheme(&url)?;
+            return Ok(Self::Url(url));
+        }
+        if let Some((scheme, _)) = text.split_once("://") {
+            bail!(
+                "\"{text}\": unknown source scheme \"{scheme}\" (use a path, https:// or oci://)"
+            );
+        }
+        let path = base.join(text);
+        Ok(if path.is_dir() {
+            Self::Dir(path)
+        } else {
+            Self::File(path)
+        })
+    }
+
+    /// The plugin name this source suggests: the file's stem, or the last part of the URL's path
+    /// or of the repository, in `[A-Za-z0-9_]` (`text-tools.wasm` → `text_tools`).
+    pub fn default_name(&self) -> String {
+        let last = match self {
+            Self::File(path) | Self::Dir(path) => path
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+            Self::Url(url) => {
+                let segment = url.path_segments().and_then(|mut s| s.next_back());
+                let segment = segment.unwrap_or_default();
+                segment.strip_suffix(".wasm").unwrap_or(segment).to_string()
+            }
+            Self::Oci(oci) => oci.name(),
+        };
+        crate::plugin::sanitize(&last)
+    }
+
+    /// The plugins a source stands for: itself, or for a folder each `.wasm` file in it, in name
+    /// order, named after their files.
+    pub fn expand(&self) -> Result<Vec<(String, Source)>> {
+        let Self::Dir(dir) = self else {
+            return Ok(vec![(self.default_name(), self.clone())]);
+        };
+        let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+            .with_context(|| format!("reading {}", dir.display()))?
+            .filter_map(|entry| entry.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|e| e == "wasm") && p.is_file())
+            .collect();
+        files.sort();
+        Ok(files
+            .into_iter()
+            .map(|path| {
+                let source = Self::File(path);
+                (source.default_name(), source)
+            })
+            .collect())
+    }
+
+    /// Reads a local file source; other sources need a [`Fetcher`].
+    pub fn read_local(&self) -> Result<Fetched> {
+        match self {
+            Self::File(path) => {
+                let wasm = crate::plugin::read_wasm(path)?;
+                check_component(&wasm).with_context(|| path.display().to_string())?;
+                Ok(Fetched {
+                    digest: Digest::of(&wasm),
+                    wasm,
+                    origin: path.display().to_string(),
+                })
+            }
+            Self::Dir(path) => bail!("{} is a folder, not one plugin", path.display()),
+            Self::Url(_) | Self::Oci(_) => bail!("{self} must be fetched, it is not a local file"),
+        }
+    }
+}
+
+impl fmt::Display for Source {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::File(path) | Self::Dir(path) => write!(f, "{}", path.display()),
+            Self::Url(url) => write!(f, "{url}"),
+            Self::Oci(oci) => write!(f, "{oci}"),
+        }
+    }
+}
+
+/// Looks up an environment variable (registry credentials, `DOCKER_CONFIG`, `HOME`).
+pub type EnvLookup = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
+
+/// Fetches sources: the HTTP client, the download store and the progress display they share.
+pub struct Fetcher {
+    http: reqwest::Client,
+    store: Option<Store>,
+    progress: Progress,
+    env: EnvLookup,
+}
+
+impl Fetcher {
+    /// A fetcher keeping downloads in `store` (none: every fetch downloads anew), showing
+    /// `progress`.
+    pub fn new(store: Option<Store>, progress: Progress) -> Result<Self> {
+        install_tls_provider();
+        let http = reqwest::Client::builder()
+            .user_agent(concat!("moat/", env!("CARGO_PKG_VERSION")))
+            .redirect(url::redirect_policy())
+            .connect_timeout(std::time::Duration::from_secs(30))
+            .build()
+            .context("setting up the HTTP client")?;
+        Ok(Self {
+            http,
+            store,
+            progress,
+            env: Arc::new(|name| std::env::var(name).ok()),
+        })
+    }
+
+    /// Reads registry credentials and the docker configuration's place through `env` instead of
+    /// moat's environment.
+    pub fn with_env(mut self, env: EnvLookup) -> Self {
+        self.env = env;
+        self
+    }
+
+    /// A fetcher with the store in moat's cache folder (if there is one) and a progress bar when
+    /// stderr is a terminal.
+    pub fn from_env() -> Result<Self> {
+        let store = Store::default_dir().and_then(|dir| {
+            Store::open(&dir)
+                .inspect_err(|e| tracing::warn!("downloads will not be kept: {e:#}"))
+                .ok()
+        });
+        Self::new(store, Progress::for_stderr())
+    }
+
+    /// The component a source names. A folder is an error here: [`Source::expand`] it first.
+    pub async fn fetch(&self, source: &Source) -> Result<Fetched> {
+        match source {
+            Source::File(_) | Source::Dir(_) => source.read_local(),
+            Source::Url(url) => {
+                url::fetch(&self.http, self.store.as_ref(), url, &self.progress).await
+            }
+            Source::Oci(oci) => {
+                oci.pull(self.store.as_ref(), &self.progress, &*self.env)
+                    .await
+            }
+        }
+    }
+
+    /// Publishes a component to `target` as a Wasm OCI artifact.
+    pub async fn push(&self, target: &OciSource, wasm: &[u8]) -> Result<oci::Pushed> {
+        let spinner = self.progress.spinner(&format!("pushing to {target}"));
+        let pushed = target.push(wasm, &*self.env).await;
+        spinner.finish_and_clear();
+        pushed
+    }
+
+    pub fn progress(&self) -> &Progress {
+        &self.progress
+    }
+}
+
+/// Refuses bytes that are not a WebAssembly component, saying what they are instead.
+pub fn check_component(wasm: &[u8]) -> Result<()> {
+    const COMPONENT: [u8; 4] = [0x0d, 0x00, 0x01, 0x00];
+    const MODULE: [u8; 4] = [0x01, 0x00, 0x00, 0x00];
+    if !wasm.starts_with(b"\0asm") {
+        let head: String = String::from_utf8_lossy(&wasm[..wasm.len().min(40)])
+            .chars()
+            .map(|c| if c.is_control() { '.' } else { c })
+            .collect();
+        bail!(
+            "not a WebAssembly component: it does not start with \\0asm (it starts with \"{head}\")"
+        );
+    }
+    match wasm.get(4..8) {
+        Some(version) if version == COMPONENT => Ok(()),
+        Some(version) if version == MODULE => bail!(
+            "a core WebAssembly module, not a component: build it for wasm32-wasip2 (or wrap it \
+             with `wasm-tools component new`)"
+        ),
+        _ => bail!("not a WebAssembly component: unknown version or layer"),
+    }
+}
+
+/// Whether `host` is this machine: `localhost`, 127.0.0.0/8 or `::1`.
+pub fn is_loopback(host: &str) -> bool {
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    host.eq_ignore_ascii_case("localhost")
+        || host.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
+}
+
+/// rustls needs one process-wide crypto provider: ring, as wasmtime's HTTP stack uses.
+fn install_tls_provider() {
+    // An error only means one is installed already.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
+/// Fetches every plugin's component at once (downloads run side by side), in order.
+pub async fn fetch_all(
+    fetcher: &Fetcher,
+    sources: &[crate::registry::PluginSource],
+) -> Vec<Result<Fetched>> {
+    futures_util::future::join_all(sources.iter().map(|s| fetcher.fetch(&s.source))).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_every_kind() {
+        let base = Path::new("/etc/moat");
+        assert_eq!(
+            Source::parse("n.wasm", base).unwrap(),
+            Source::File("/etc/moat/n.wasm".into())
+        );
+        let url = Source::parse("https://example.com/a/text-tools.wasm", base).unwrap();
+        assert_eq!(url.default_name(), "text_tools");
+        let oci = Source::parse("oci://127.0.0.1:5000/acme/notes:1.0", base).unwrap();
+        assert_eq!(oci.to_string(), "oci://127.0.0.1:5000/acme/notes:1.0");
+        assert_eq!(oci.default_name(), "notes");
+        Source::parse("http://127.0.0.1:8080/n.wasm", base).unwrap();
+        Source::parse("http://localhost/n.wasm", base).unwrap();
+        Source::parse("http://[::1]:1/n.wasm", base).unwrap();
+
+        for (bad, expected) in [
+            ("http://example.com/n.wasm", "plain http"),
+            ("ftp://example.com/n.wasm", "unknown source scheme"),
+            ("oci://", "reference"),
+        ] {
+            let error = format!("{:#}", Source::parse(bad, base).unwrap_err());
+            assert!(error.contains(expected), "{bad}: {error}");
+        }
+    }
+
+    #[test]
+    fn tells_modules_and_other_files_from_components() {
+        assert!(check_component(b"\0asm\x0d\x00\x01\x00").is_ok());
+        let module = check_component(b"\0asm\x01\x00\x00\x00").unwrap_err();
+        assert!(module.to_string().contains("core WebAssembly module"));
+        let html = check_component(b"<html>Not Found</html>").unwrap_err();
+        assert!(html.to_string().contains("<html>"), "{html}");
+    }
+
+    #[test]
+    fn loopback_hosts() {
+        for host in ["localhost", "127.0.0.1", "127.8.0.1", "[::1]", "::1"] {
+            assert!(is_loopback(host), "{host}");
+        }
+        for host in ["example.com", "10.0.0.1", "localhost.example.com", "[::2]"] {
+            assert!(!is_loopback(host), "{host}");
+        }
+    }
+}

@@ -1,0 +1,550 @@
+//! Components in OCI registries, in the Wasm OCI artifact layout: one `application/wasm` layer
+//! (the component) and an `application/vnd.wasm.config.v0+json` config describing it.
+//!
+//! Credentials come from `MOAT_REGISTRY_USER` and `MOAT_REGISTRY_PASSWORD`, else from the docker
+//! configuration (`$DOCKER_CONFIG/config.json`, else `~/.docker/config.json`: an `auths` entry, or
+//! a `credHelpers`/`credsStore` credential helper), else none. Registries on loopback hosts are
+//! spoken to over plain HTTP, every other over HTTPS.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::PathBuf;
+
+use anyhow::{Context, Result, anyhow, bail};
+use base64::Engine as _;
+use futures_util::StreamExt;
+use oci_client::client::{ClientConfig, ClientProtocol, Config, ImageLayer};
+use oci_client::errors::{OciDistributionError, OciErrorCode};
+use oci_client::manifest::{OciDescriptor, OciImageManifest};
+use oci_client::secrets::RegistryAuth;
+use oci_client::{Client, Reference};
+use serde::Serialize;
+
+use super::{Digest, Fetched, MAX_COMPONENT_BYTES, Progress, Store, check_component, is_loopback};
+
+/// How credentials are looked up in the environment.
+type Env = dyn Fn(&str) -> Option<String> + Send + Sync;
+
+/// The media type of the layer that holds the component.
+pub const WASM_LAYER_MEDIA_TYPE: &str = "application/wasm";
+/// The media type of the config that describes it.
+pub const WASM_CONFIG_MEDIA_TYPE: &str = "application/vnd.wasm.config.v0+json";
+
+/// An `oci://` source: a registry, a repository and a tag or a manifest digest.
+#[derive(Clone, Debug)]
+pub struct OciSource {
+    reference: Reference,
+    /// What the operator wrote after `oci://`, kept for messages and the lock file.
+    text: String,
+}
+
+impl PartialEq for OciSource {
+    fn eq(&self, other: &Self) -> bool {
+        self.text == other.text
+    }
+}
+
+impl Eq for OciSource {}
+
+impl fmt::Display for OciSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "oci://{}", self.text)
+    }
+}
+
+/// What a push published.
+#[derive(Debug)]
+pub struct Pushed {
+    /// The manifest's digest: `oci://host/repo@<this>` names exactly this artifact.
+    pub manifest: String,
+    /// The component's digest.
+    pub digest: Digest,
+}
+
+impl OciSource {
+    /// Parses `host[:port]/repo:tag` or `host[:port]/repo@sha256:…` (what follows `oci://`).
+    pub fn parse(text: &str) -> Result<Self> {
+        let reference: Reference = text
+            .parse()
+            .map_err(|e| anyhow!("oci://{text} is not a valid OCI reference: {e}"))?;
+        Ok(Self {
+            reference,
+            text: text.to_string(),
+        })
+    }
+
+    /// The last part of the repository (`acme/text-tools` → `text-tools`).
+    pub fn name(&self) -> String {
+        let repository = self.reference.repository();
+        repository
+            .rsplit('/')
+            .next()
+            .unwrap_or(repository)
+            .to_string()
+    }
+
+    /// Whether the reference names a manifest digest (which cannot move) rather than a tag.
+    pub fn is_digest(&self) -> bool {
+        self.reference.digest().is_some()
+    }
+
+    /// This repository at a manifest digest: `oci://host/repo@sha256:…`.
+    pub fn pinned(&self, manifest: &str) -> String {
+        format!(
+            "oci://{}/{}@{manifest}",
+            self.reference.registry(),
+            self.reference.repository()
+        )
+    }
+
+    fn registry(&self) -> &str {
+        self.reference.resolve_registry()
+    }
+
+    /// Pulls the component, checking the artifact's media types and the layer's digest. A
+    /// component the store already holds is not downloaded again.
+    pub(super) async fn pull(
+        &self,
+        store: Option<&Store>,
+        progress: &Progress,
+        env: &Env,
+    ) -> Result<Fetched> {
+        let (client, auth) = self.client(env)?;
+        let (manifest, manifest_digest) = client
+            .pull_image_manifest(&self.reference, &auth.auth)
+            .await
+            .map_err(|e| self.explain(e, &auth))?;
+        let layer = wasm_layer(&manifest).with_context(|| format!("{self}"))?;
+        let digest: Digest = layer
+            .digest
+            .parse()
+            .with_context(|| format!("{self}: the layer's digest"))?;
+        if let Some(wasm) = store.and_then(|store| store.blob(&digest)) {
+            return Ok(Fetched {
+                wasm,
+                digest,
+                origin: format!("{self} (manifest {manifest_digest}; component kept from before)"),
+            });
+        }
+        if layer.size < 0 || layer.size as u64 > MAX_COMPONENT_BYTES {
+            bail!(
+                "{self}: a {} byte layer is more than the {MAX_COMPONENT_BYTES} bytes a plugin may have",
+                layer.size
+            );
+        }
+
+        let mut stream = client
+            .pull_blob_stream(&self.reference, layer)
+            .await
+            .map_err(|e| self.explain(e, &auth))?;
+        let bar = progress.download(&self.to_string(), Some(layer.size as u64));
+        let mut wasm = Vec::with_capacity(layer.size as usize);
+        let mut hasher = Digest::hasher();
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk.with_context(|| format!("{self}: the download broke off"))?;
+            if (wasm.len() + chunk.len()) as u64 > layer.size as u64 {
+                bail!("{self}: the layer is longer than its manifest says");
+            }
+            hasher.update(&chunk);
+            wasm.extend_from_slice(&chunk);
+            bar.inc(chunk.len() as u64);
+        }
+        bar.finish_and_clear();
+        let actual = hasher.finish();
+        if actual != digest {
+            bail!("{self}: the layer's content has {actual}, its manifest says {digest}");
+        }
+        check_component(&wasm).with_context(|| format!("{self}"))?;
+        if let Some(store) = store
+            && let Err(error) = store.put_blob(&digest, &wasm)
+        {
+            tracing::warn!("{self}: the download could not be kept: {error:#}");
+        }
+        Ok(Fetched {
+            wasm,
+            digest,
+            origin: format!("{self} (manifest {manifest_digest})"),
+        })
+    }
+
+    /// Publishes `wasm` as a Wasm OCI artifact under this reference's tag.
+    pub(super) async fn push(&self, wasm: &[u8], env: &Env) -> Result<Pushed> {
+        check_component(wasm)?;
+        if self.reference.digest().is_some() {
+            bail!("{self}: push to a tag, not to a digest");
+        }
+        let digest = Digest::of(wasm);
+        let config = WasmConfig::describe(wasm, &digest)?;
+        let config = Config::new(
+            serde_json::to_vec(&config)?,
+            WASM_CONFIG_MEDIA_TYPE.to_string(),
+            None,
+        );
+        let layers = [ImageLayer::new(
+            wasm.to_vec(),
+            WASM_LAYER_MEDIA_TYPE.to_string(),
+            None,
+        )];
+        let manifest = OciImageManifest::build(&layers, &config, None);
+        let (client, auth) = self.client(env)?;
+        client
+            .push(&self.reference, &layers, config, &auth.auth, Some(manifest))
+            .await
+            .map_err(|e| self.explain(e, &auth))?;
+        let manifest = client
+            .fetch_manifest_digest(&self.reference, &auth.auth)
+            .await
+            .map_err(|e| self.explain(e, &auth))?;
+        Ok(Pushed { manifest, digest })
+    }
+
+    fn client(&self, env: &Env) -> Result<(Client, Credentials)> {
+        super::install_tls_provider();
+        let registry = self.registry().to_string();
+        let protocol = if is_loopback(host_of(&registry)) {
+            ClientProtocol::HttpsExcept(vec![registry.clone()])
+        } else {
+            ClientProtocol::Https
+        };
+        let client = Client::try_from(ClientConfig {
+            protocol,
+            // A Wasm artifact is one manifest; an index is someone else's image.
+            platform_resolver: None,
+            connect_timeout: Some(std::time::Duration::from_secs(30)),
+            user_agent: concat!("moat/", env!("CARGO_PKG_VERSION")),
+            ..Default::default()
+        })
+        .context("setting up the OCI client")?;
+        Ok((client, Credentials::for_registry(&registry, env)?))
+    }
+
+    /// Turns a registry error into a sentence that says what went wrong and what to check.
+    fn explain(&self, error: OciDistributionError, auth: &Credentials) -> anyhow::Error {
+        let registry = self.registry();
+        let denied = || {
+            anyhow!(
+                "{self}: access denied by {registry} ({}); set MOAT_REGISTRY_USER and \
+                 MOAT_REGISTRY_PASSWORD, or log in with docker",
+                auth.whence
+            )
+        };
+        match error {
+            OciDistributionError::UnauthorizedError { .. }
+            | OciDistributionError::AuthenticationFailure(_) => denied(),
+            OciDistributionError::RegistryError { envelope, .. } => {
+                let has = |code: OciErrorCode| envelope.errors.iter().any(|e| e.code == code);
+                if has(OciErrorCode::Unauthorized) || has(OciErrorCode::Denied) {
+                    denied()
+                } else if has(OciErrorCode::ManifestUnknown)
+                    || has(OciErrorCode::NameUnknown)
+                    || has(OciErrorCode::NotFound)
+                    || has(OciErrorCode::BlobUnknown)
+                {
+                    anyhow!("{self}: not found in {registry} (no such repository, tag or digest)")
+                } else {
+                    let messages: Vec<String> = envelope
+                        .errors
+                        .iter()
+                        .map(|e| format!("{:?}: {}", e.code, e.message))
+                        .collect();
+                    anyhow!("{self}: {registry} refused: {}", messages.join("; "))
+                }
+            }
+            OciDistributionError::ImageManifestNotFoundError(_) => {
+                anyhow!("{self}: not found in {registry} (no such repository, tag or digest)")
+            }
+            OciDistributionError::ServerError { code: 404, .. } => {
+                anyhow!("{self}: not found in {registry} (HTTP 404)")
+            }
+            OciDistributionError::ServerError {
+                code: 401 | 403, ..
+            } => denied(),
+            OciDistributionError::ImageIndexParsingNoPlatformResolverError => anyhow!(
+                "{self}: an image index (a multi-platform image), not a Wasm component artifact"
+            ),
+            OciDistributionError::RequestError(e) if e.is_connect() || e.is_timeout() => {
+                anyhow!("{self}: cannot reach the registry {registry}: {e}")
+            }
+            other => anyhow::Error::new(other).context(format!("{self}: talking to {registry}")),
+        }
+    }
+}
+
+/// The one `application/wasm` layer of a Wasm artifact, or why the manifest is not one.
+fn wasm_layer(manifest: &OciImageManifest) -> Result<&OciDescriptor> {
+    let config = &manifest.config.media_type;
+    if config != WASM_CONFIG_MEDIA_TYPE {
+        bail!(
+            "not a Wasm component artifact: its config has media type \"{config}\" (expected \
+             \"{WASM_CONFIG_MEDIA_TYPE}\")"
+        );
+    }
+    match manifest.layers.as_slice() {
+        [layer] if layer.media_type == WASM_LAYER_MEDIA_TYPE => Ok(layer),
+        layers => {
+            let types: Vec<&str> = layers.iter().map(|l| l.media_type.as_str()).collect();
+            bail!(
+                "not a Wasm component artifact: its layers have media types {types:?} (expected \
+                 exactly one \"{WASM_LAYER_MEDIA_TYPE}\")"
+            )
+        }
+    }
+}
+
+/// The Wasm OCI artifact config.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct WasmConfig {
+    created: String,
+    architecture: &'static str,
+    os: &'static str,
+    layer_digests: Vec<String>,
+    component: ComponentInfo,
+}
+
+#[derive(Serialize)]
+struct ComponentInfo {
+    exports: Vec<String>,
+    imports: Vec<String>,
+}
+
+impl WasmConfig {
+    fn describe(wasm: &[u8], digest: &Digest) -> Result<Self> {
+        use wit_parser::decoding::{DecodedWasm, decode};
+        let DecodedWasm::Component(resolve, world) =
+            decode(wasm).context("reading the component's type")?
+        else {
+            bail!("a WIT package, not a component");
+        };
+        let world = &resolve.worlds[world];
+        let names = |items: &wit_parser::IndexMap<wit_parser::WorldKey, wit_parser::WorldItem>| {
+            items
+                .keys()
+                .map(|key| resolve.name_world_key(key))
+                .collect::<Vec<_>>()
+        };
+        Ok(Self {
+            created: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+            architecture: "wasm",
+            os: "wasip2",
+            layer_digests: vec![digest.to_string()],
+            component: ComponentInfo {
+                exports: names(&world.exports),
+                imports: names(&world.imports),
+            },
+        })
+    }
+}
+
+/// Registry credentials and, for messages, where they came from.
+struct Credentials {
+    auth: RegistryAuth,
+    whence: String,
+}
+
+impl Credentials {
+    fn for_registry(registry: &str, env: &Env) -> Result<Self> {
+        if let Some(user) = env("MOAT_REGISTRY_USER") {
+            let password = env("MOAT_REGISTRY_PASSWORD")
+                .context("MOAT_REGISTRY_USER is set but MOAT_REGISTRY_PASSWORD is not")?;
+            return Ok(Self {
+                whence: format!("user \"{user}\" from MOAT_REGISTRY_USER"),
+                auth: RegistryAuth::Basic(user, password),
+            });
+        }
+        let Some(path) = docker_config_path(env) else {
+            return Ok(Self::anonymous());
+        };
+        let text = match std::fs::read_to_string(&path) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Self::anonymous()),
+            Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
+        };
+        let config: DockerConfig = serde_json::from_str(&text)
+            .with_context(|| format!("{} is not a docker configuration", path.display()))?;
+        let found = config
+            .credentials(registry)
+            .with_context(|| format!("the credentials for {registry} in {}", path.display()))?;
+        Ok(match found {
+            Some((user, password)) => Self {
+                whence: format!("user \"{user}\" from {}", path.display()),
+                auth: RegistryAuth::Basic(user, password),
+            },
+            None => Self::anonymous(),
+        })
+    }
+
+    fn anonymous() -> Self {
+        Self {
+            auth: RegistryAuth::Anonymous,
+            whence: "no credentials given".into(),
+        }
+    }
+}
+
+fn docker_config_path(env: &Env) -> Option<PathBuf> {
+    let dir = match env("DOCKER_CONFIG") {
+        Some(dir) => PathBuf::from(dir),
+        None => PathBuf::from(env("HOME")?).join(".docker"),
+    };
+    Some(dir.join("config.json"))
+}
+
+/// The parts of docker's `config.json` that hold registry credentials.
+#[derive(serde::Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct DockerConfig {
+    #[serde(default)]
+    auths: BTreeMap<String, DockerAuth>,
+    #[serde(default)]
+    cred_helpers: BTreeMap<String, String>,
+    creds_store: Option<String>,
+}
+
+#[derive(serde::Deserialize, Default)]
+struct DockerAuth {
+    /// base64 of `user:password`.
+    auth: Option<String>,
+    username: Option<String>,
+    password: Option<String>,
+}
+
+impl DockerConfig {
+    /// The user and password for `registry`: its `auths` entry (keys may carry a scheme and a
+    /// path, as `https://index.docker.io/v1/` does), else its credential helper.
+    fn credentials(&self, registry: &str) -> Result<Option<(String, String)>> {
+        let wanted = registry_key(registry);
+        let entry = self
+            .auths
+            .iter()
+            .find(|(key, _)| registry_key(key) == wanted)
+            .map(|(_, entry)| entry);
+        if let Some(entry) = entry {
+            if let (Some(user), Some(password)) = (&entry.username, &entry.password) {
+                return Ok(Some((user.clone(), password.clone())));
+            }
+            if let Some(auth) = &entry.auth {
+                let decoded = base64::engine::general_purpose::STANDARD
+                    .decode(auth.trim())
+                    .context("`auth` is not base64")?;
+                let decoded = String::from_utf8(decoded).context("`auth` is not UTF-8")?;
+                let (user, password) = decoded
+                    .split_once(':')
+                    .context("`auth` is not base64 of user:password")?;
+                return Ok(Some((user.to_string(), password.to_string())));
+            }
+        }
+        let Some(helper) = self
+            .cred_helpers
+            .get(registry)
+            .or(self.creds_store.as_ref())
+        else {
+            return Ok(None);
+        };
+        // As docker does: a helper that is missing or knows no credentials means anonymous.
+        match credential_helper(helper, registry) {
+            Ok(found) => Ok(Some(found)),
+            Err(error) => {
+                tracing::debug!("no credentials for {registry} from a helper: {error:#}");
+                Ok(None)
+            }
+        }
+    }
+}
+
+/// A registry name as docker's `auths` keys spell it, without scheme or path; Docker Hub under
+/// the one name.
+fn registry_key(key: &str) -> &str {
+    let key = key
+        .strip_prefix("https://")
+        .or_else(|| key.strip_prefix("http://"))
+        .unwrap_or(key);
+    let key = key.split('/').next().unwrap_or(key);
+    match key {
+        "docker.io" | "index.docker.io" | "registry-1.docker.io" => "docker.io",
+        other => other,
+    }
+}
+
+/// Asks `docker-credential-<helper>` for the credentials of `registry` (docker's protocol: the
+/// server on stdin, `{"Username", "Secret"}` on stdout).
+fn credential_helper(helper: &str, registry: &str) -> Result<(String, String)> {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    let program = format!("docker-credential-{helper}");
+    let mut child = Command::new(&program)
+        .arg("get")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .with_context(|| format!("running {program}"))?;
+    child
+        .stdin
+        .take()
+        .expect("piped stdin")
+        .write_all(registry.as_bytes())?;
+    let output = child.wait_with_output()?;
+    if !output.status.success() {
+        bail!(
+            "{program} get: {}",
+            String::from_utf8_lossy(&output.stdout).trim()
+        );
+    }
+    #[derive(serde::Deserialize)]
+    #[serde(rename_all = "PascalCase")]
+    struct HelperAnswer {
+        username: String,
+        secret: String,
+    }
+    let answer: HelperAnswer =
+        serde_json::from_slice(&output.stdout).with_context(|| format!("{program}'s answer"))?;
+    Ok((answer.username, answer.secret))
+}
+
+/// `host` of `host:port` or `[v6]:port`.
+fn host_of(registry: &str) -> &str {
+    if let Some(rest) = registry.strip_prefix('[') {
+        return rest.split(']').next().unwrap_or(rest);
+    }
+    registry.split(':').next().unwrap_or(registry)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_credentials_in_a_docker_config() {
+        let config: DockerConfig = serde_json::from_str(
+            r#"{"auths": {
+                "127.0.0.1:5000": {"auth": "YWxpY2U6czNjcmV0"},
+                "https://index.docker.io/v1/": {"username": "bob", "password": "pw"}
+            }}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            config.credentials("127.0.0.1:5000").unwrap(),
+            Some(("alice".into(), "s3cret".into()))
+        );
+        assert_eq!(
+            config.credentials("index.docker.io").unwrap(),
+            Some(("bob".into(), "pw".into()))
+        );
+        assert_eq!(config.credentials("127.0.0.1:5001").unwrap(), None);
+
+        let with_helper: DockerConfig =
+            serde_json::from_str(r#"{"credsStore": "moat-test-no-such-helper"}"#).unwrap();
+        assert_eq!(with_helper.credentials("ghcr.io").unwrap(), None);
+    }
+
+    #[test]
+    fn registry_hosts() {
+        assert_eq!(host_of("127.0.0.1:5000"), "127.0.0.1");
+        assert_eq!(host_of("[::1]:5000"), "::1");
+        assert_eq!(host_of("ghcr.io"), "ghcr.io");
+        let source = OciSource::parse("127.0.0.1:5000/acme/text-tools:1").unwrap();
+        assert_eq!(source.registry(), "127.0.0.1:5000");
+        assert_eq!(source.name(), "text-tools");
+    }
+}

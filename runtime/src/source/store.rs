@@ -1,0 +1,107 @@
+//! Downloaded components on disk, by digest, and what moat knows of each URL it downloaded.
+//!
+//! `blobs/sha256-<hex>.wasm` holds a component; `urls/<sha256 of the URL>.json` the URL's
+//! validators and the digest it last gave. A blob is hashed again whenever it is read, so a
+//! changed or truncated file is treated as missing, never handed on.
+
+use std::fs;
+use std::io::Write;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
+
+use super::Digest;
+
+/// The download store: a folder in moat's cache folder.
+#[derive(Clone, Debug)]
+pub struct Store {
+    dir: PathBuf,
+}
+
+/// What the last download of a URL gave.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct UrlRecord {
+    pub url: String,
+    pub digest: Digest,
+    pub etag: Option<String>,
+    pub last_modified: Option<String>,
+}
+
+impl Store {
+    /// `sources/` in moat's cache folder (see [`crate::cache::Cache::default_dir`]).
+    pub fn default_dir() -> Option<PathBuf> {
+        crate::cache::Cache::default_dir().map(|dir| dir.join("sources"))
+    }
+
+    /// Opens (creating it if need be) a store only the current user can enter.
+    pub fn open(dir: &Path) -> Result<Self> {
+        for sub in ["blobs", "urls"] {
+            fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(dir.join(sub))
+                .with_context(|| format!("creating {}", dir.join(sub).display()))?;
+        }
+        Ok(Self {
+            dir: dir.to_path_buf(),
+        })
+    }
+
+    /// The component with this digest, if the store has it intact.
+    pub fn blob(&self, digest: &Digest) -> Option<Vec<u8>> {
+        let path = self.blob_path(digest);
+        let bytes = fs::read(&path).ok()?;
+        if Digest::of(&bytes) != *digest {
+            tracing::warn!("ignoring {}: its content changed", path.display());
+            return None;
+        }
+        Some(bytes)
+    }
+
+    /// Keeps a component; `digest` must be its sha256.
+    pub fn put_blob(&self, digest: &Digest, bytes: &[u8]) -> Result<()> {
+        debug_assert_eq!(Digest::of(bytes), *digest);
+        write_atomically(&self.blob_path(digest), bytes)
+    }
+
+    /// What the last download of `url` gave, if anything.
+    pub fn url_record(&self, url: &str) -> Option<UrlRecord> {
+        let text = fs::read(self.url_path(url)).ok()?;
+        let record: UrlRecord = serde_json::from_slice(&text).ok()?;
+        (record.url == url).then_some(record)
+    }
+
+    pub fn put_url_record(&self, record: &UrlRecord) -> Result<()> {
+        let json = serde_json::to_vec_pretty(record)?;
+        write_atomically(&self.url_path(&record.url), &json)
+    }
+
+    fn blob_path(&self, digest: &Digest) -> PathBuf {
+        self.dir
+            .join("blobs")
+            .join(format!("sha256-{}.wasm", digest.hex()))
+    }
+
+    fn url_path(&self, url: &str) -> PathBuf {
+        let key = Digest::of(url.as_bytes()).hex();
+        self.dir.join("urls").join(format!("{key}.json"))
+    }
+}
+
+/// Write then rename, so a reader never sees half a file.
+fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
+    let temp = path.with_extension(format!("tmp{}", std::process::id()));
+    let mut file = fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&temp)
+        .with_context(|| format!("creating {}", temp.display()))?;
+    file.write_all(bytes)?;
+    file.sync_all()?;
+    fs::rename(&temp, path).with_context(|| format!("writing {}", path.display()))?;
+    Ok(())
+}

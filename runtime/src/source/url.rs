@@ -1,0 +1,158 @@
+//! Components at `https://` URLs (`http://` only on loopback hosts), downloaded once and then
+//! revalidated with the server's `ETag` or `Last-Modified`.
+
+use anyhow::{Context, Result, bail};
+use futures_util::StreamExt;
+use reqwest::header::{ETAG, IF_MODIFIED_SINCE, IF_NONE_MATCH, LAST_MODIFIED};
+use reqwest::{StatusCode, Url};
+
+use super::store::UrlRecord;
+use super::{Digest, Fetched, MAX_COMPONENT_BYTES, Progress, Store, check_component, is_loopback};
+
+/// Refuses a scheme other than `https`, and `http` to any host but this machine.
+pub(super) fn check_scheme(url: &Url) -> Result<()> {
+    match url.scheme() {
+        "https" => Ok(()),
+        "http" if url.host_str().is_some_and(is_loopback) => Ok(()),
+        "http" => bail!(
+            "{url}: plain http is allowed only to loopback hosts (localhost, 127.0.0.0/8, [::1]); \
+             use https"
+        ),
+        other => bail!("{url}: unsupported scheme \"{other}\""),
+    }
+}
+
+/// Redirects are followed (at most 5) only to URLs that [`check_scheme`] allows, so an `https`
+/// source is never silently served over plain HTTP.
+pub(super) fn redirect_policy() -> reqwest::redirect::Policy {
+    reqwest::redirect::Policy::custom(|attempt| {
+        if attempt.previous().len() >= 5 {
+            attempt.error("more than 5 redirects")
+        } else if let Err(error) = check_scheme(attempt.url()) {
+            attempt.error(format!("refusing the redirect: {error:#}"))
+        } else {
+            attempt.follow()
+        }
+    })
+}
+
+/// Downloads `url`, or revalidates the copy in `store` and uses it while the server says it has
+/// not changed. When the server cannot be reached, a stored copy is used with a warning.
+pub(super) async fn fetch(
+    http: &reqwest::Client,
+    store: Option<&Store>,
+    url: &Url,
+    progress: &Progress,
+) -> Result<Fetched> {
+    let key = url.as_str();
+    let cached = store.and_then(|store| {
+        let record = store.url_record(key)?;
+        let wasm = store.blob(&record.digest)?;
+        Some((record, wasm))
+    });
+    let mut request = http.get(url.clone());
+    if let Some((record, _)) = &cached {
+        if let Some(etag) = &record.etag {
+            request = request.header(IF_NONE_MATCH, etag);
+        }
+        if let Some(modified) = &record.last_modified {
+            request = request.header(IF_MODIFIED_SINCE, modified);
+        }
+    }
+    let response = match request.send().await {
+        Ok(response) => response,
+        Err(error) => {
+            let Some((record, wasm)) = cached else {
+                return Err(error).context(format!("{url}: cannot reach {}", host_of(url)));
+            };
+            tracing::warn!(
+                "{url}: cannot revalidate ({error}); using the copy downloaded before, {}",
+                record.digest
+            );
+            return Ok(Fetched {
+                wasm,
+                digest: record.digest,
+                origin: format!("{url} (kept copy; the server was unreachable)"),
+            });
+        }
+    };
+    let status = response.status();
+    if status == StatusCode::NOT_MODIFIED {
+        if let Some((record, wasm)) = cached {
+            return Ok(Fetched {
+                wasm,
+                digest: record.digest,
+                origin: format!("{url} (unchanged since the last download)"),
+            });
+        }
+        bail!("{url}: the server answered 304 Not Modified to a request that was not conditional");
+    }
+    if !status.is_success() {
+        let reason = match status {
+            StatusCode::NOT_FOUND => "not found",
+            StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => "access denied",
+            _ => "the download failed",
+        };
+        bail!("{url}: {reason} (HTTP {status})");
+    }
+    if let Some(length) = response.content_length()
+        && length > MAX_COMPONENT_BYTES
+    {
+        bail!(
+            "{url}: {length} bytes is more than the {MAX_COMPONENT_BYTES} bytes a plugin may have"
+        );
+    }
+    let header = |name| {
+        response
+            .headers()
+            .get(name)
+            .and_then(|v: &reqwest::header::HeaderValue| v.to_str().ok())
+            .map(str::to_string)
+    };
+    let (etag, last_modified) = (header(ETAG), header(LAST_MODIFIED));
+
+    let bar = progress.download(url.as_str(), response.content_length());
+    let mut wasm = Vec::new();
+    let mut hasher = Digest::hasher();
+    let mut body = response.bytes_stream();
+    while let Some(chunk) = body.next().await {
+        let chunk = chunk.with_context(|| format!("{url}: the download broke off"))?;
+        if (wasm.len() + chunk.len()) as u64 > MAX_COMPONENT_BYTES {
+            bail!("{url}: more than the {MAX_COMPONENT_BYTES} bytes a plugin may have");
+        }
+        hasher.update(&chunk);
+        wasm.extend_from_slice(&chunk);
+        bar.inc(chunk.len() as u64);
+    }
+    bar.finish_and_clear();
+    check_component(&wasm).with_context(|| url.to_string())?;
+    let digest = hasher.finish();
+
+    if let Some(store) = store {
+        let record = UrlRecord {
+            url: key.to_string(),
+            digest,
+            etag,
+            last_modified,
+        };
+        if let Err(error) = store
+            .put_blob(&digest, &wasm)
+            .and_then(|()| store.put_url_record(&record))
+        {
+            tracing::warn!("{url}: the download could not be kept: {error:#}");
+        }
+    }
+    Ok(Fetched {
+        wasm,
+        digest,
+        origin: url.to_string(),
+    })
+}
+
+fn host_of(url: &Url) -> String {
+    match (url.host_str(), url.port()) {
+        (Some(host), Some(port)) => format!("{host}:{port}"),
+        (Some(host), None) => host.to_string(),
+        _ => url.to_string(),
+    }
+}

@@ -1,0 +1,562 @@
+//! Plugin sources against real servers on loopback: Debian's `docker-registry` (the CNCF
+//! distribution registry) for `oci://`, an HTTP server for URLs; and the lock that pins them.
+
+use std::collections::HashMap;
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::IntoResponse;
+use base64::Engine as _;
+use moat::lock::Lock;
+use moat::policy::Policy;
+use moat::registry::{PluginSource, Registry};
+use moat::source::{Digest, Fetched, Fetcher, OciSource, Progress, Source, Store};
+use moat_tests::{call, engine, plugins, structured};
+use serde_json::json;
+
+const ECHO: &str = plugins::ECHO;
+const TEXT: &str = plugins::TEXT;
+
+/// A folder removed when the test ends.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(name: &str) -> Self {
+        let dir = std::env::temp_dir().join(format!(
+            "moat-sources-{name}-{}-{:?}",
+            std::process::id(),
+            std::thread::current().id()
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        Self(dir)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A `docker-registry` on a free loopback port with its own storage, stopped when dropped.
+struct TestRegistry {
+    child: Child,
+    host: String,
+    /// The configuration and storage, removed after the registry stops.
+    _dir: TempDir,
+}
+
+impl TestRegistry {
+    /// Starts a registry; with `user`, only that user (password `secret`) may pull or push.
+    fn start(name: &str, user: Option<&str>) -> Self {
+        let dir = TempDir::new(&format!("registry-{name}"));
+        let port = free_port();
+        let mut config = format!(
+            "version: 0.1\nlog:\n  level: error\n  accesslog:\n    disabled: true\n\
+             storage:\n  filesystem:\n    rootdirectory: {}\n\
+             http:\n  addr: 127.0.0.1:{port}\n",
+            dir.0.join("data").display()
+        );
+        if let Some(user) = user {
+            let line = Command::new("htpasswd")
+                .args(["-Bbn", user, "secret"])
+                .output()
+                .expect("htpasswd (apache2-utils) is installed by ./dev test");
+            assert!(line.status.success(), "htpasswd failed");
+            std::fs::write(dir.0.join("htpasswd"), line.stdout).unwrap();
+            config.push_str(&format!(
+                "auth:\n  htpasswd:\n    realm: moat-test\n    path: {}\n",
+                dir.0.join("htpasswd").display()
+            ));
+        }
+        std::fs::write(dir.0.join("config.yml"), config).unwrap();
+        let log = std::fs::File::create(dir.0.join("registry.log")).unwrap();
+        let child = Command::new("docker-registry")
+            .arg("serve")
+            .arg(dir.0.join("config.yml"))
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("docker-registry (Debian package) is installed by ./dev test");
+        let host = format!("127.0.0.1:{port}");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while TcpStream::connect(&host).is_err() {
+            assert!(
+                Instant::now() < deadline,
+                "the registry did not start: {}",
+                std::fs::read_to_string(dir.0.join("registry.log")).unwrap_or_default()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Self {
+            child,
+            host,
+            _dir: dir,
+        }
+    }
+
+    fn source(&self, repository: &str) -> OciSource {
+        match Source::parse(&format!("oci://{}/{repository}", self.host), Path::new("")).unwrap() {
+            Source::Oci(oci) => oci,
+            other => panic!("not an OCI source: {other:?}"),
+        }
+    }
+}
+
+impl Drop for TestRegistry {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A fetcher with its own download store and an environment of only `env`.
+fn fetcher(store: &Path, env: &[(&str, &str)]) -> Fetcher {
+    let env: HashMap<String, String> = env
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    Fetcher::new(Some(Store::open(store).unwrap()), Progress::hidden())
+        .unwrap()
+        .with_env(Arc::new(move |name| env.get(name).cloned()))
+}
+
+fn read(path: &str) -> Vec<u8> {
+    std::fs::read(path).unwrap()
+}
+
+fn error_of<T: std::fmt::Debug>(result: anyhow::Result<T>) -> String {
+    format!("{:#}", result.unwrap_err())
+}
+
+/// Compiles a fetched component under `name` and returns the registry holding it.
+fn load(name: &str, source: Source, fetched: Fetched) -> Registry {
+    let sources = [PluginSource {
+        name: name.into(),
+        source,
+        limits: Default::default(),
+        grants: Default::default(),
+    }];
+    let (registry, errors) =
+        Registry::load_fetched(engine(), &sources, vec![Ok(fetched)], None, &Policy::none())
+            .unwrap();
+    assert!(errors.is_empty(), "{:?}", errors[0].error);
+    registry
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn push_then_pull_by_tag_and_by_digest() {
+    let registry = TestRegistry::start("roundtrip", None);
+    let store = TempDir::new("roundtrip-store");
+    let fetcher = fetcher(&store.0, &[]);
+    let tagged = registry.source("moat/echo:1.0");
+
+    let pushed = fetcher.push(&tagged, &read(ECHO)).await.unwrap();
+    assert_eq!(pushed.digest, Digest::of(&read(ECHO)));
+    assert!(pushed.manifest.starts_with("sha256:"), "{pushed:?}");
+
+    let by_tag = fetcher.fetch(&Source::Oci(tagged.clone())).await.unwrap();
+    assert_eq!(by_tag.digest, pushed.digest);
+    assert_eq!(by_tag.wasm, read(ECHO));
+    assert!(
+        by_tag.origin.contains(&pushed.manifest),
+        "{}",
+        by_tag.origin
+    );
+
+    // The artifact is a real Wasm one: the registry stored the layer and config media types.
+    let pinned = Source::parse(&tagged.pinned(&pushed.manifest), Path::new("")).unwrap();
+    let by_digest = fetcher.fetch(&pinned).await.unwrap();
+    assert_eq!(by_digest.digest, pushed.digest);
+    assert!(
+        by_digest.origin.contains("kept from before"),
+        "{}",
+        by_digest.origin
+    );
+
+    // A fresh store downloads it again, and the plugin works.
+    let empty = TempDir::new("roundtrip-fresh");
+    let fetched = fetcher_for(&empty).fetch(&pinned).await.unwrap();
+    assert!(!fetched.origin.contains("kept"), "{}", fetched.origin);
+    let registry_of_plugins = load("echo", pinned, fetched);
+    let plugin = &registry_of_plugins.plugins()[0];
+    assert_eq!(plugin.digest, pushed.digest);
+    let result = call(plugin, "echo_echo", json!({"message": "from a registry"})).await;
+    assert_eq!(structured(&result)["value"], "from a registry");
+}
+
+fn fetcher_for(dir: &TempDir) -> Fetcher {
+    fetcher(&dir.0, &[])
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn registry_errors_are_precise() {
+    let registry = TestRegistry::start("errors", None);
+    let store = TempDir::new("errors-store");
+    let fetcher = fetcher(&store.0, &[]);
+    fetcher
+        .push(&registry.source("moat/echo:1"), &read(ECHO))
+        .await
+        .unwrap();
+
+    let missing_tag = fetcher
+        .fetch(&Source::Oci(registry.source("moat/echo:2")))
+        .await;
+    assert!(error_of(missing_tag).contains("not found in 127.0.0.1"));
+    let wrong_digest = registry.source(&format!("moat/echo@{}", Digest::of(b"nothing")));
+    let wrong_digest = fetcher.fetch(&Source::Oci(wrong_digest)).await;
+    assert!(error_of(wrong_digest).contains("not found in 127.0.0.1"));
+
+    // A container image's layout is not a component artifact; nothing is downloaded.
+    let client = oci_client::Client::new(oci_client::client::ClientConfig {
+        protocol: oci_client::client::ClientProtocol::Http,
+        ..Default::default()
+    });
+    let image: oci_client::Reference = format!("{}/moat/image:1", registry.host).parse().unwrap();
+    let layer = oci_client::client::ImageLayer::oci_v1(b"not a tar".to_vec(), None);
+    let config = oci_client::client::Config::oci_v1(b"{}".to_vec(), None);
+    client
+        .push(
+            &image,
+            &[layer],
+            config,
+            &oci_client::secrets::RegistryAuth::Anonymous,
+            None,
+        )
+        .await
+        .unwrap();
+    let image = fetcher
+        .fetch(&Source::Oci(registry.source("moat/image:1")))
+        .await;
+    let error = error_of(image);
+    assert!(
+        error.contains("not a Wasm component artifact")
+            && error.contains("application/vnd.oci.image.config.v1+json"),
+        "{error}"
+    );
+
+    // Right media types, wrong content: a core module is refused after the download.
+    let module = b"\0asm\x01\x00\x00\x00".to_vec();
+    let layer = oci_client::client::ImageLayer::new(module, "application/wasm".into(), None);
+    let config = oci_client::client::Config::new(
+        b"{}".to_vec(),
+        "application/vnd.wasm.config.v0+json".into(),
+        None,
+    );
+    let module_ref: oci_client::Reference =
+        format!("{}/moat/module:1", registry.host).parse().unwrap();
+    client
+        .push(
+            &module_ref,
+            &[layer],
+            config,
+            &oci_client::secrets::RegistryAuth::Anonymous,
+            None,
+        )
+        .await
+        .unwrap();
+    let module = fetcher
+        .fetch(&Source::Oci(registry.source("moat/module:1")))
+        .await;
+    assert!(error_of(module).contains("core WebAssembly module"));
+
+    // moat itself does not push what is not a component.
+    let refused = fetcher
+        .push(&registry.source("moat/bad:1"), b"<html></html>")
+        .await;
+    assert!(error_of(refused).contains("not a WebAssembly component"));
+
+    let gone = fetcher
+        .fetch(&registry_source_at(free_port(), "moat/echo:1"))
+        .await;
+    assert!(error_of(gone).contains("cannot reach the registry"));
+}
+
+fn registry_source_at(port: u16, repository: &str) -> Source {
+    Source::parse(
+        &format!("oci://127.0.0.1:{port}/{repository}"),
+        Path::new(""),
+    )
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn registry_credentials_come_from_a_docker_config_or_the_environment() {
+    let registry = TestRegistry::start("auth", Some("alice"));
+    let store = TempDir::new("auth-store");
+    let source = registry.source("private/echo:1");
+
+    let anonymous = fetcher(&store.0, &[]).push(&source, &read(ECHO)).await;
+    let error = error_of(anonymous);
+    assert!(
+        error.contains("access denied by 127.0.0.1") && error.contains("no credentials given"),
+        "{error}"
+    );
+
+    let from_env = fetcher(
+        &store.0,
+        &[
+            ("MOAT_REGISTRY_USER", "alice"),
+            ("MOAT_REGISTRY_PASSWORD", "secret"),
+        ],
+    );
+    from_env.push(&source, &read(ECHO)).await.unwrap();
+
+    let wrong = fetcher(
+        &store.0,
+        &[
+            ("MOAT_REGISTRY_USER", "alice"),
+            ("MOAT_REGISTRY_PASSWORD", "guess"),
+        ],
+    );
+    let error = error_of(wrong.fetch(&Source::Oci(source.clone())).await);
+    assert!(
+        error.contains("user \"alice\" from MOAT_REGISTRY_USER"),
+        "{error}"
+    );
+
+    let docker = TempDir::new("auth-docker");
+    let auth = base64::engine::general_purpose::STANDARD.encode("alice:secret");
+    std::fs::write(
+        docker.0.join("config.json"),
+        json!({"auths": {(registry.host.clone()): {"auth": auth}}}).to_string(),
+    )
+    .unwrap();
+    let docker_dir = docker.0.display().to_string();
+    let from_docker = fetcher(&store.0, &[("DOCKER_CONFIG", &docker_dir)]);
+    let fetched = from_docker.fetch(&Source::Oci(source)).await.unwrap();
+    assert_eq!(fetched.digest, Digest::of(&read(ECHO)));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_moved_tag_is_refused_until_relocked() {
+    let registry = TestRegistry::start("lock", None);
+    let store = TempDir::new("lock-store");
+    let config_dir = TempDir::new("lock-config");
+    let fetcher = fetcher(&store.0, &[]);
+    let tag = registry.source("moat/tool:stable");
+    fetcher.push(&tag, &read(ECHO)).await.unwrap();
+
+    let sources = vec![PluginSource {
+        name: "tool".into(),
+        source: Source::Oci(tag.clone()),
+        limits: Default::default(),
+        grants: Default::default(),
+    }];
+    let fetched = vec![fetcher.fetch(&sources[0].source).await];
+    let (loaded, errors) =
+        Registry::load_fetched(engine(), &sources, fetched, None, &Policy::none()).unwrap();
+    assert!(errors.is_empty());
+    let lock = Lock::of(&sources, &loaded, &config_dir.0).unwrap();
+    let lock_path = config_dir.0.join("moat.lock");
+    lock.write(&lock_path).unwrap();
+    let lock = Lock::read(&lock_path).unwrap().unwrap();
+    assert_eq!(lock.plugins["tool"].digest, Digest::of(&read(ECHO)));
+    assert!(
+        lock.plugins["tool"]
+            .tools
+            .contains(&"tool_echo".to_string())
+    );
+
+    // Unchanged: it loads.
+    let mut fetched = vec![fetcher.fetch(&sources[0].source).await];
+    lock.enforce(&config_dir.0, &sources, &mut fetched);
+    assert!(fetched[0].is_ok());
+
+    // Someone pushes another component under the same tag: refused, with both digests.
+    fetcher.push(&tag, &read(TEXT)).await.unwrap();
+    let mut fetched = vec![fetcher.fetch(&sources[0].source).await];
+    lock.enforce(&config_dir.0, &sources, &mut fetched);
+    let error = error_of(fetched.pop().unwrap());
+    assert_eq!(
+        error,
+        format!(
+            "plugin \"tool\": {tag} now has {} (the tag moved), moat.lock pins {}; run `moat lock` \
+             to accept",
+            Digest::of(&read(TEXT)),
+            Digest::of(&read(ECHO))
+        )
+    );
+    // Re-locking shows what the new version changes.
+    let fetched = vec![fetcher.fetch(&sources[0].source).await];
+    let (loaded, _) =
+        Registry::load_fetched(engine(), &sources, fetched, None, &Policy::none()).unwrap();
+    let new = Lock::of(&sources, &loaded, &config_dir.0).unwrap();
+    let report = lock.report(&new).join("\n");
+    assert!(
+        report.starts_with("changed  tool:\n  digest   sha256:"),
+        "{report}"
+    );
+    assert!(report.contains("tools    + tool_base64_decode"), "{report}");
+    assert!(report.contains("- tool_echo"), "{report}");
+}
+
+/// One file an HTTP server hands out, with an `ETag` or a `Last-Modified` date, counting what it
+/// answered.
+#[derive(Default)]
+struct Served {
+    body: Vec<u8>,
+    version: u32,
+    full: usize,
+    not_modified: usize,
+}
+
+async fn serve_file(
+    served: Arc<Mutex<Served>>,
+    headers: HeaderMap,
+    validator: &'static str,
+) -> axum::response::Response {
+    let mut served = served.lock().unwrap();
+    let value = match validator {
+        "etag" => format!("\"v{}\"", served.version),
+        _ => format!("Mon, 0{} Nov 2026 10:00:00 GMT", served.version),
+    };
+    let (name, condition) = match validator {
+        "etag" => (header::ETAG, header::IF_NONE_MATCH),
+        _ => (header::LAST_MODIFIED, header::IF_MODIFIED_SINCE),
+    };
+    if headers.get(&condition).is_some_and(|v| v == value.as_str()) {
+        served.not_modified += 1;
+        return (StatusCode::NOT_MODIFIED, [(name, value)]).into_response();
+    }
+    served.full += 1;
+    (StatusCode::OK, [(name, value)], served.body.clone()).into_response()
+}
+
+async fn start_http_server(
+    served: Arc<Mutex<Served>>,
+) -> (SocketAddr, tokio::task::JoinHandle<()>) {
+    use axum::routing::get;
+    let etag = served.clone();
+    let dated = served.clone();
+    let app = axum::Router::new()
+        .route(
+            "/etag/tool.wasm",
+            get(move |headers| serve_file(etag.clone(), headers, "etag")),
+        )
+        .route(
+            "/dated/tool.wasm",
+            get(move |headers| serve_file(dated.clone(), headers, "date")),
+        )
+        .route("/page.wasm", get(|| async { "<html>Sign in</html>" }));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (addr, server)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn urls_are_revalidated_and_a_changed_file_is_fetched_again() {
+    let served = Arc::new(Mutex::new(Served {
+        body: read(ECHO),
+        version: 1,
+        ..Default::default()
+    }));
+    let (addr, _server) = start_http_server(served.clone()).await;
+    let store = TempDir::new("url-store");
+    let fetcher = fetcher(&store.0, &[]);
+
+    for validator in ["etag", "dated"] {
+        {
+            let mut served = served.lock().unwrap();
+            served.body = read(ECHO);
+            served.version = 1;
+            served.full = 0;
+            served.not_modified = 0;
+        }
+        let url = format!("http://{addr}/{validator}/tool.wasm");
+        let source = Source::parse(&url, Path::new("")).unwrap();
+        assert_eq!(source.default_name(), "tool");
+
+        let first = fetcher.fetch(&source).await.unwrap();
+        assert_eq!(first.digest, Digest::of(&read(ECHO)), "{validator}");
+        let again = fetcher.fetch(&source).await.unwrap();
+        assert_eq!(again.digest, first.digest);
+        assert!(again.origin.contains("unchanged"), "{}", again.origin);
+        {
+            let served = served.lock().unwrap();
+            assert_eq!((served.full, served.not_modified), (1, 1), "{validator}");
+        }
+
+        {
+            let mut served = served.lock().unwrap();
+            served.body = read(TEXT);
+            served.version = 2;
+        }
+        let changed = fetcher.fetch(&source).await.unwrap();
+        assert_eq!(changed.digest, Digest::of(&read(TEXT)), "{validator}");
+        assert_eq!(served.lock().unwrap().full, 2);
+        let plugins = load("tool", source, changed);
+        assert_eq!(plugins.plugins()[0].digest, Digest::of(&read(TEXT)));
+    }
+
+    let missing = Source::parse(&format!("http://{addr}/nothing.wasm"), Path::new("")).unwrap();
+    let error = error_of(fetcher.fetch(&missing).await);
+    assert!(error.contains("not found (HTTP 404 Not Found)"), "{error}");
+    let page = Source::parse(&format!("http://{addr}/page.wasm"), Path::new("")).unwrap();
+    let error = error_of(fetcher.fetch(&page).await);
+    assert!(
+        error.contains("not a WebAssembly component") && error.contains("<html>Sign in"),
+        "{error}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_kept_download_serves_while_the_server_is_away() {
+    let served = Arc::new(Mutex::new(Served {
+        body: read(ECHO),
+        version: 1,
+        ..Default::default()
+    }));
+    let (addr, server) = start_http_server(served).await;
+    let store = TempDir::new("url-offline");
+    let source = Source::parse(&format!("http://{addr}/etag/tool.wasm"), Path::new("")).unwrap();
+    fetcher(&store.0, &[]).fetch(&source).await.unwrap();
+
+    server.abort();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while TcpStream::connect(addr).is_ok() {
+        assert!(Instant::now() < deadline, "the server did not stop");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // A new fetcher: no connection kept alive from before.
+    let kept = fetcher(&store.0, &[]).fetch(&source).await.unwrap();
+    assert_eq!(kept.digest, Digest::of(&read(ECHO)));
+    assert!(
+        kept.origin.contains("server was unreachable"),
+        "{}",
+        kept.origin
+    );
+
+    let empty = TempDir::new("url-offline-empty");
+    let error = error_of(fetcher(&empty.0, &[]).fetch(&source).await);
+    assert!(error.contains(&format!("cannot reach {addr}")), "{error}");
+}
+
+#[test]
+fn a_folder_is_every_component_in_it() {
+    let dir = TempDir::new("folder");
+    std::fs::copy(ECHO, dir.0.join("echo.wasm")).unwrap();
+    std::fs::copy(TEXT, dir.0.join("text-tools.wasm")).unwrap();
+    std::fs::write(dir.0.join("README.md"), "not a plugin").unwrap();
+    let sources = moat::config::sources_from_args(&[dir.0.display().to_string()]).unwrap();
+    let names: Vec<&str> = sources.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["echo", "text_tools"]);
+    let (registry, errors) = Registry::load(engine(), &sources).unwrap();
+    assert!(errors.is_empty());
+    let digests: Vec<Digest> = registry.plugins().iter().map(|p| p.digest).collect();
+    assert_eq!(digests, [Digest::of(&read(ECHO)), Digest::of(&read(TEXT))]);
+}
