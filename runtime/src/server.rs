@@ -103,6 +103,24 @@ impl MoatServer {
     }
 }
 
+/// How a call ended, for its audit line.
+struct Ended {
+    outcome: Outcome,
+    error: Option<String>,
+    /// The capability uses the sandbox refused during the call.
+    denied: Vec<String>,
+}
+
+impl Ended {
+    fn plain(outcome: Outcome) -> Self {
+        Self {
+            outcome,
+            error: None,
+            denied: Vec::new(),
+        }
+    }
+}
+
 impl MoatServer {
     /// Writes the call's line in the audit log, when there is one.
     fn audit(
@@ -111,9 +129,7 @@ impl MoatServer {
         request: &CallToolRequestParams,
         plugin: Option<&crate::plugin::Plugin>,
         started: std::time::Instant,
-        outcome: Outcome,
-        error: Option<String>,
-        denied: Vec<String>,
+        ended: Ended,
     ) {
         let registry = self.catalogue.current();
         let Some(log) = registry.audit() else {
@@ -137,9 +153,9 @@ impl MoatServer {
             tool: &request.name,
             arguments: request.arguments.as_ref(),
             duration: started.elapsed(),
-            outcome,
-            error,
-            denied,
+            outcome: ended.outcome,
+            error: ended.error,
+            denied: ended.denied,
         });
     }
 }
@@ -197,9 +213,7 @@ impl ServerHandler for MoatServer {
                 &request,
                 None,
                 started,
-                Outcome::UnknownTool,
-                None,
-                Vec::new(),
+                Ended::plain(Outcome::UnknownTool),
             );
             return Err(McpError::invalid_params(
                 format!("unknown tool \"{}\"", request.name),
@@ -220,7 +234,7 @@ impl ServerHandler for MoatServer {
             outcome = call => outcome,
             () = context.ct.cancelled() => {
                 forwarder.abort();
-                self.audit(&context, &request, Some(plugin), started, Outcome::Cancelled, None, Vec::new());
+                self.audit(&context, &request, Some(plugin), started, Ended::plain(Outcome::Cancelled));
                 tracing::info!(tool = tool.name, "call cancelled by the client");
                 return Err(McpError::internal_error("the call was cancelled", None));
             }
@@ -232,15 +246,12 @@ impl ServerHandler for MoatServer {
             Ok(_) => (Outcome::Ok, None),
             Err(error) => (audit::outcome_of(error), Some(error.to_string())),
         };
-        self.audit(
-            &context,
-            &request,
-            Some(plugin),
-            started,
-            audited,
+        let ended = Ended {
+            outcome: audited,
             error,
-            denials,
-        );
+            denied: denials,
+        };
+        self.audit(&context, &request, Some(plugin), started, ended);
         Ok(match outcome {
             Ok(result) => result,
             Err(error) => {
