@@ -11,12 +11,14 @@
 //! digest = "sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
 //! imports = ["wasi:cli/environment@0.2.6", "wasi:filesystem/types@0.2.6"]
 //! tools = ["notes_add", "notes_list"]
+//! requests = ["files /notes rw", "network https://api.example.org"]
 //! ```
 //!
 //! While the file exists, `moat serve --config moat.toml` loads a plugin only if its source is
 //! the locked one and gives the locked digest: a changed file, a changed download or a tag that
-//! moved is refused before it is compiled. `imports` and `tools` are what the plugin asked for and
-//! offered when it was accepted, so `moat lock` can show what a new version changes.
+//! moved is refused before it is compiled. `imports`, `tools` and `requests` (its permission
+//! manifest) are what the plugin imported, offered and asked for when it was accepted, so
+//! `moat lock` can show what a new version changes.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -54,6 +56,9 @@ pub struct Entry {
     /// Its tools' MCP names.
     #[serde(default)]
     pub tools: Vec<String>,
+    /// What its permission manifest asks for, one request a line (none without a manifest).
+    #[serde(default)]
+    pub requests: Vec<String>,
 }
 
 impl Lock {
@@ -190,8 +195,7 @@ impl Lock {
 
 impl Entry {
     /// What the lock records of a loaded plugin: its source, digest, imports and tools. This is
-    /// the one place that decides what is recorded, so what a plugin requests (its permission
-    /// manifest) is added here, and compared in [`changes`].
+    /// the one place that decides what is recorded, compared in [`changes`].
     pub fn of(source: &Source, base: &Path, plugin: &Plugin) -> Self {
         let source = match source {
             Source::File(path) | Source::Dir(path) => path
@@ -206,6 +210,12 @@ impl Entry {
             digest: plugin.digest,
             imports: plugin.imports.clone(),
             tools: plugin.tools.iter().map(|t| t.name.clone()).collect(),
+            requests: plugin
+                .admission
+                .manifest
+                .as_ref()
+                .map(|m| m.requests())
+                .unwrap_or_default(),
         }
     }
 }
@@ -222,7 +232,7 @@ pub fn changes(old: &Entry, new: &Entry) -> Vec<String> {
     }
     lines.extend(list_change("imports", &old.imports, &new.imports));
     lines.extend(list_change("tools", &old.tools, &new.tools));
-    // The permission manifest's difference (hosts, folders, env, limits) joins here.
+    lines.extend(list_change("requests", &old.requests, &new.requests));
     lines
 }
 
@@ -257,6 +267,7 @@ mod tests {
             digest: Digest::of(digest),
             imports: vec!["wasi:cli/environment@0.2.0".into()],
             tools: tools.iter().map(|t| t.to_string()).collect(),
+            requests: vec!["files /notes rw".into()],
         }
     }
 
@@ -312,10 +323,15 @@ mod tests {
         assert!(changes(&old, &old).is_empty());
         let mut new = entry(b"v2", &["notes_add", "notes_delete"]);
         new.imports.push("wasi:filesystem/types@0.2.0".into());
+        new.requests = vec!["files /notes ro".into(), "network https://evil.example".into()];
         let lines = changes(&old, &new);
-        assert_eq!(lines.len(), 3, "{lines:?}");
+        assert_eq!(lines.len(), 4, "{lines:?}");
         assert!(lines[0].starts_with("digest   sha256:"), "{lines:?}");
         assert_eq!(lines[1], "imports  + wasi:filesystem/types@0.2.0");
         assert_eq!(lines[2], "tools    + notes_delete, - notes_list");
+        assert_eq!(
+            lines[3],
+            "requests + files /notes ro, + network https://evil.example, - files /notes rw"
+        );
     }
 }

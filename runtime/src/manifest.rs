@@ -40,6 +40,24 @@ pub struct Manifest {
     pub deadline_ms: Option<u64>,
 }
 
+impl Manifest {
+    /// Each request on a line of its own (`files /notes rw`, `env NOTES_TITLE`,
+    /// `network https://api.example.org`, `max_memory_mb 32`), in a stable order: what a lock
+    /// file records, and what `moat lock` compares between two versions.
+    pub fn requests(&self) -> Vec<String> {
+        let mut lines: Vec<String> = self
+            .files
+            .iter()
+            .map(|dir| format!("files {} {}", dir.guest, dir.mode.as_str()))
+            .collect();
+        lines.extend(self.env.iter().map(|name| format!("env {name}")));
+        lines.extend(self.network.iter().map(|grant| format!("network {grant}")));
+        lines.extend(self.max_memory_mb.map(|mb| format!("max_memory_mb {mb}")));
+        lines.extend(self.deadline_ms.map(|ms| format!("deadline_ms {ms}")));
+        lines
+    }
+}
+
 /// A directory the plugin asks for.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
