@@ -279,7 +279,8 @@ impl<'a> TypeDocs<'a> {
 /// Finds a custom section by name in a component or any module nested in it.
 pub(crate) fn find_custom_section<'a>(wasm: &'a [u8], name: &str) -> Result<Option<&'a [u8]>> {
     for payload in wasmparser::Parser::new(0).parse_all(wasm) {
-        if let wasmparser::Payload::CustomSection(section) = payload?
+        let payload = payload.context("the file is not a valid WebAssembly component")?;
+        if let wasmparser::Payload::CustomSection(section) = payload
             && section.name() == name
         {
             return Ok(Some(section.data()));

@@ -323,7 +323,10 @@ mod tests {
         assert!(changes(&old, &old).is_empty());
         let mut new = entry(b"v2", &["notes_add", "notes_delete"]);
         new.imports.push("wasi:filesystem/types@0.2.0".into());
-        new.requests = vec!["files /notes ro".into(), "network https://evil.example".into()];
+        new.requests = vec![
+            "files /notes ro".into(),
+            "network https://evil.example".into(),
+        ];
         let lines = changes(&old, &new);
         assert_eq!(lines.len(), 4, "{lines:?}");
         assert!(lines[0].starts_with("digest   sha256:"), "{lines:?}");
