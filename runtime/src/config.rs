@@ -22,6 +22,9 @@
 //!
 //! Unknown keys are errors, so a typo never silently drops a setting; every string becomes a
 //! checked type here, and the rest of moat never sees the raw file.
+//!
+//! The structs below also give the file's JSON Schema ([`json_schema`], committed as
+//! `moat.schema.json`), so that editors check the file against exactly what moat reads.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -151,8 +154,9 @@ struct PluginEntry {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct InjectEntry {
-    /// The host whose requests get the header, as a `network` entry names it (without scheme
-    /// and port): `api.example.com`, `*.example.com`.
+    /// The host whose requests get the header, as a `network` entry names it but without scheme
+    /// or port: `api.example.com`, `*.example.com`, `127.0.0.1`.
+    #[schemars(regex(pattern = HOST_PATTERN))]
     host: String,
     /// The header's name: `Authorization`, `X-Api-Key`.
     #[schemars(regex(pattern = r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$"))]
@@ -192,6 +196,10 @@ const SOURCE_PATTERN: &str = r"^(?:(?:oci|https?)://.+|(?:[^:]|:+(?:/:+)*(?:[^/:
 /// A `network` entry's shape, `[scheme://]host[:port][/]`; moat checks the rest (canonical IP
 /// addresses, port range) when it reads the file.
 const NETWORK_PATTERN: &str = r"^(?:https?://)?(?:\*|(?:\*\.)?[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)*\.?|\[[0-9A-Za-z:._-]+\])(?::(?:\*|[0-9]+))?/?$";
+
+/// An injection's host: `*`, a name (after `*.` for its subdomains), or an IP address.
+const HOST_PATTERN: &str =
+    r"^(?:\*|(?:\*\.)?[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)*\.?|\[?[0-9A-Fa-f:.]*:[0-9A-Fa-f:.]*\]?)$";
 
 /// A string in which every `${` starts an `${env:NAME}` or a `${secret:NAME}`.
 const EXPANDED_PATTERN: &str = r"^(?:[^$]|\$+(?:[^${]|$)|\$+\{(?:env|secret):[^}]+\})*$";
@@ -653,8 +661,8 @@ inject = [{ host = "a.org", header = "X Key", value = "v" }]"#,
         let generated = serde_json::to_string_pretty(&json_schema()).unwrap() + "\n";
         assert!(
             committed == generated,
-            "moat.schema.json differs from the structs moat.toml is read into; regenerate it, from the repository root, with \
-             `cargo run -p moat -- config schema > moat.schema.json`"
+            "moat.schema.json differs from the structs moat.toml is read into; regenerate it \
+             from the repository root: `cargo run -p moat -- config schema > moat.schema.json`"
         );
     }
 

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::LazyLock;
 
-use moat::network::NetworkGrant;
+use moat::network::{HostPattern, NetworkGrant};
 use moat::source::Source;
 use serde_json::{Value, json};
 
@@ -292,6 +292,44 @@ fn the_network_pattern_takes_every_grant_moat_takes() {
             "moat takes {grant:?}"
         );
         assert!(!fits_field("network", grant), "the schema takes {grant:?}");
+    }
+}
+
+#[test]
+fn the_injection_host_pattern_takes_every_host_moat_takes() {
+    let fits = |host: &str| {
+        let entry = json!({
+            "path": "a.wasm",
+            "inject": [{ "host": host, "header": "X-Key", "value": "v" }],
+        });
+        schema_errors(&json!({ "plugins": { "a": entry } })).is_empty()
+    };
+    let accepted = [
+        "api.example.com",
+        "API.Example.com.",
+        "*.example.com",
+        "*",
+        "127.0.0.1",
+        "::1",
+        "[::1]",
+        "[2001:db8::1]",
+        "my_host-1",
+    ];
+    for host in accepted {
+        host.parse::<HostPattern>()
+            .unwrap_or_else(|e| panic!("moat refuses {host:?}: {e:#}"));
+        assert!(fits(host), "the schema refuses {host:?}");
+    }
+    for host in [
+        "https://api.example.com",
+        "api.example.com:443",
+        "a.org/x",
+        "",
+        "*.",
+        "a..org",
+    ] {
+        assert!(host.parse::<HostPattern>().is_err(), "moat takes {host:?}");
+        assert!(!fits(host), "the schema takes {host:?}");
     }
 }
 
