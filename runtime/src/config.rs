@@ -22,12 +22,16 @@
 //!
 //! Unknown keys are errors, so a typo never silently drops a setting; every string becomes a
 //! checked type here, and the rest of moat never sees the raw file.
+//!
+//! The structs below also give the file's JSON Schema ([`json_schema`], committed as
+//! `moat.schema.json`), so that editors check the file against exactly what moat reads.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
+use schemars::JsonSchema;
 use serde::Deserialize;
 
 use crate::grants::{FileGrant, Grants};
@@ -36,21 +40,33 @@ use crate::plugin::{Limits, sanitize};
 use crate::registry::PluginSource;
 use crate::source::Source;
 
-#[derive(Debug, Deserialize)]
+/// moat's configuration: which plugins to serve, what each is granted and how much it may use.
+/// Unknown keys are errors.
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(title = "moat.toml")]
 struct ConfigFile {
-    /// The secrets file, relative to the config file.
+    /// The secrets file for `${secret:NAME}` values, relative to this file: a TOML table of
+    /// strings (`API_TOKEN = "…"`) that only its owner may read (mode 0600). `moat serve
+    /// --secrets FILE` takes its place.
     secrets: Option<PathBuf>,
+    /// The plugins to serve, by name (`[plugins.notes]`): ASCII letters, digits and `_`. A
+    /// plugin's tools are named `NAME_TOOL`.
     #[serde(default)]
+    #[schemars(extend("propertyNames" = { "pattern": "^[A-Za-z0-9_]+$" }))]
     plugins: BTreeMap<String, PluginEntry>,
+    /// The audit log: one JSON line per tool call. `moat serve --audit FILE` takes its place.
     audit: Option<AuditSettings>,
 }
 
 /// `[audit]`: where the audit log goes, and whether it records arguments in full.
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AuditSettings {
+    /// The log file, relative to moat.toml (`path = "audit.jsonl"`); created with mode 0600 and
+    /// appended to.
     pub path: PathBuf,
+    /// `true` records each call's arguments in full; `false` (the default) only their sha256.
     #[serde(default)]
     pub arguments: bool,
 }
@@ -68,51 +84,128 @@ pub fn read_audit(path: &Path) -> Result<Option<AuditSettings>> {
     }))
 }
 
-#[derive(Debug, Deserialize)]
+/// `[plugins.NAME]`: one plugin, given by exactly one of `path` and `source`, with its grants
+/// (nothing unless listed) and limits (moat's defaults unless set).
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(extend("oneOf" = [{ "required": ["path"] }, { "required": ["source"] }]))]
 struct PluginEntry {
+    /// The component file, relative to moat.toml (`path = "plugins/notes.wasm"`); the same as
+    /// `source` with a path.
     path: Option<PathBuf>,
+    /// Where the component comes from: a file relative to moat.toml, `https://…/notes.wasm`
+    /// (plain `http://` only to loopback), or an OCI reference `oci://ghcr.io/acme/notes:1.2`
+    /// or `oci://…@sha256:…`.
+    #[schemars(regex(pattern = SOURCE_PATTERN))]
     source: Option<String>,
+    /// Wall-clock time a call may take, instantiation included, in milliseconds.
+    #[schemars(extend("default" = Limits::default().deadline.as_millis() as u64))]
     deadline_ms: Option<u64>,
+    /// The most linear memory an instance may grow to, in MiB.
+    #[schemars(extend("default" = Limits::default().max_memory_bytes >> 20))]
     max_memory_mb: Option<usize>,
+    /// The most a call may write to stdout, and again to stderr, in KiB.
+    #[schemars(extend("default" = Limits::default().max_output_bytes >> 10))]
     max_output_kb: Option<usize>,
+    /// The largest result a call may return, in KiB (the bytes of its strings and lists).
+    #[schemars(extend("default" = Limits::default().max_result_bytes >> 10))]
     max_result_kb: Option<usize>,
+    /// Calls of this plugin that may run at once; at least 1.
+    #[schemars(range(min = 1), extend("default" = Limits::default().max_concurrent_calls))]
     max_concurrent_calls: Option<usize>,
+    /// Calls that may wait for a free slot; one more fails at once.
+    #[schemars(extend("default" = Limits::default().max_queued_calls))]
     max_queued_calls: Option<usize>,
+    /// About how many Wasm instructions a call may run (`fuel = 100000000`); at least 1. Left
+    /// out: no count. Counting slows every plugin's guest code, so moat counts only when some
+    /// plugin sets it.
+    #[schemars(range(min = 1))]
     fuel: Option<u64>,
+    /// Host folders the plugin may see, each at a path of its own.
+    ///
+    /// `files = [{ host = "./notes", guest = "/notes", mode = "rw" }]`
     #[serde(default)]
     files: Vec<FileEntry>,
+    /// Environment variables the plugin sees, by name. A value may take parts of moat's own
+    /// environment (`${env:NAME}`) or of the secrets file (`${secret:NAME}`).
+    ///
+    /// `env = { TITLE = "Mine", TOKEN = "${env:NOTES_TOKEN}" }`
     #[serde(default)]
+    #[schemars(extend("additionalProperties" = { "type": "string", "pattern": EXPANDED_PATTERN }))]
     env: BTreeMap<String, String>,
+    /// Hosts the plugin may reach over HTTP, each `[scheme://]host[:port]`: a name, `*.` and a
+    /// name for its subdomains, an IP address (IPv6 in brackets), or `*`; port `*` for any, the
+    /// scheme's own port if left out. The host's own networks (loopback, private…) only by IP
+    /// address.
+    ///
+    /// `network = ["https://api.open-meteo.com", "*.wikipedia.org:443"]`
     #[serde(default)]
+    #[schemars(inner(regex(pattern = NETWORK_PATTERN)))]
     network: Vec<String>,
+    /// Headers moat adds to the plugin's requests to a host, so that the plugin never holds the
+    /// credential; the host must be granted in `network`.
+    ///
+    /// `inject = [{ host = "api.example.com", header = "Authorization", value = "Bearer ${secret:API_TOKEN}" }]`
     #[serde(default)]
     inject: Vec<InjectEntry>,
 }
 
-#[derive(Debug, Deserialize)]
+/// A header moat adds to the plugin's requests to one host.
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct InjectEntry {
+    /// The host whose requests get the header, as a `network` entry names it but without scheme
+    /// or port: `api.example.com`, `*.example.com`, `127.0.0.1`.
+    #[schemars(regex(pattern = HOST_PATTERN))]
     host: String,
+    /// The header's name: `Authorization`, `X-Api-Key`.
+    #[schemars(regex(pattern = r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$"))]
     header: String,
+    /// The header's value; `${secret:NAME}` and `${env:NAME}` are replaced by their values:
+    /// `"Bearer ${secret:API_TOKEN}"`.
+    #[schemars(regex(pattern = EXPANDED_PATTERN))]
     value: String,
 }
 
-#[derive(Debug, Deserialize)]
+/// A host folder the plugin may see.
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct FileEntry {
+    /// The folder on the host, relative to moat.toml: `"./notes"`.
     host: PathBuf,
+    /// Where the plugin sees it: an absolute path without `..`, `"/notes"`.
+    #[schemars(regex(pattern = GUEST_PATH_PATTERN))]
     guest: String,
+    /// `"ro"` to read only, `"rw"` to read and write.
     mode: FileMode,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 enum FileMode {
+    /// Read only.
     #[serde(rename = "ro")]
     ReadOnly,
+    /// Read and write.
     #[serde(rename = "rw")]
     ReadWrite,
 }
+
+/// A `source`: a path (with no `://`), or an `oci://`, `https://` or `http://` address.
+const SOURCE_PATTERN: &str = r"^(?:(?:oci|https?)://.+|(?:[^:]|:+(?:/:+)*(?:[^/:]|/[^/:]|/?$))+)$";
+
+/// A `network` entry's shape, `[scheme://]host[:port][/]`; moat checks the rest (canonical IP
+/// addresses, port range) when it reads the file.
+const NETWORK_PATTERN: &str = r"^(?:https?://)?(?:\*|(?:\*\.)?[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)*\.?|\[[0-9A-Za-z:._-]+\])(?::(?:\*|[0-9]+))?/?$";
+
+/// An injection's host: `*`, a name (after `*.` for its subdomains), or an IP address.
+const HOST_PATTERN: &str =
+    r"^(?:\*|(?:\*\.)?[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)*\.?|\[?[0-9A-Fa-f:.]*:[0-9A-Fa-f:.]*\]?)$";
+
+/// A string in which every `${` starts an `${env:NAME}` or a `${secret:NAME}`.
+const EXPANDED_PATTERN: &str = r"^(?:[^$]|\$+(?:[^${]|$)|\$+\{(?:env|secret):[^}]+\})*$";
+
+/// An absolute guest path none of whose parts is `..`.
+const GUEST_PATH_PATTERN: &str = r"^(?:/(?:[^/]?|[^/.][^/]|\.[^/.]|[^/]{3,}))+$";
 
 /// Reads `moat.toml` into plugin sources, paths resolved against the file's folder.
 pub fn read(path: &Path) -> Result<Vec<PluginSource>> {
@@ -372,6 +465,42 @@ pub fn sources_from_args(args: &[String]) -> Result<Vec<PluginSource>> {
     Ok(sources)
 }
 
+/// The JSON Schema of `moat.toml`, generated from the structs moat reads it into, so that it
+/// says exactly what moat accepts; `moat config schema` prints it for editors.
+pub fn json_schema() -> serde_json::Value {
+    schemars::generate::SchemaSettings::draft2020_12()
+        .with_transform(schemars::transform::RecursiveTransform(without_null))
+        .into_generator()
+        .into_root_schema_for::<ConfigFile>()
+        .to_value()
+}
+
+/// Drops the `null` that schemars allows for an `Option`: TOML has no null, and a setting is
+/// left unset by leaving it out.
+fn without_null(schema: &mut schemars::Schema) {
+    use serde_json::Value;
+    let Some(object) = schema.as_object_mut() else {
+        return;
+    };
+    if let Some(Value::Array(types)) = object.get_mut("type") {
+        types.retain(|t| t != "null");
+        if let [only] = types.as_slice() {
+            let only = only.clone();
+            object.insert("type".into(), only);
+        }
+    }
+    if let Some(Value::Array(alternatives)) = object.get_mut("anyOf") {
+        alternatives.retain(|a| a.get("type").is_none_or(|t| t != "null"));
+        if let [Value::Object(only)] = alternatives.as_slice() {
+            let only = only.clone();
+            object.remove("anyOf");
+            for (key, value) in only {
+                object.entry(key).or_insert(value);
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -523,6 +652,18 @@ inject = [{ host = "a.org", header = "X Key", value = "v" }]"#,
             "Bearer from-flag"
         );
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn the_committed_schema_is_what_moat_generates() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../moat.schema.json");
+        let committed = std::fs::read_to_string(&path).unwrap_or_default();
+        let generated = serde_json::to_string_pretty(&json_schema()).unwrap() + "\n";
+        assert!(
+            committed == generated,
+            "moat.schema.json differs from the structs moat.toml is read into; regenerate it \
+             from the repository root: `cargo run -p moat -- config schema > moat.schema.json`"
+        );
     }
 
     fn set_mode(path: &Path, mode: u32) {

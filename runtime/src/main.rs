@@ -96,10 +96,19 @@ enum Command {
         #[command(subcommand)]
         action: PolicyAction,
     },
-    /// Print what an MCP host needs to start this moat with these arguments.
+    /// Print what an MCP host needs to start this moat with these arguments, or (`moat config
+    /// schema`) the JSON Schema of moat.toml.
+    #[command(
+        args_conflicts_with_subcommands = true,
+        subcommand_negates_reqs = true,
+        disable_help_subcommand = true
+    )]
     Config {
+        #[command(subcommand)]
+        action: Option<ConfigAction>,
         /// The host: claude-desktop, claude-code, cursor or vscode.
-        host: Host,
+        #[arg(required = true)]
+        host: Option<Host>,
         /// Plugins: files, folders, https:// URLs, oci:// references.
         plugins: Vec<PathBuf>,
         /// A moat.toml naming plugins and their limits.
@@ -174,6 +183,12 @@ enum PolicyAction {
         /// The plugin's name in the config.
         plugin: String,
     },
+}
+
+#[derive(Subcommand)]
+enum ConfigAction {
+    /// Print the JSON Schema of moat.toml, for editors to check the file and explain its keys.
+    Schema,
 }
 
 #[derive(Subcommand)]
@@ -264,12 +279,21 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             arguments,
         } => call(&plugin, tool, arguments).await,
         Command::Config {
+            action: Some(ConfigAction::Schema),
+            ..
+        } => {
+            print_out(&serde_json::to_string_pretty(&config::json_schema())?);
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Config {
+            action: None,
             host,
             plugins,
             config,
             http,
             name,
         } => {
+            let host = host.context("name the host")?;
             let launch = match http {
                 Some(addr) => Launch::Http {
                     url: format!("http://{addr}/mcp"),

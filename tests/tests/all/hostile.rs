@@ -183,6 +183,23 @@ impl Case {
     /// The case's plugin, grants and limits as moat itself reads them: a real `moat.toml`
     /// written into the fixture (so `host` folders resolve against it) and parsed by moat.
     fn source(&self, fixture: &Fixture, ports: Ports) -> PluginSource {
+        let path = self.write_config(fixture, ports);
+        let mut sources = moat::config::read(&path)
+            .unwrap_or_else(|e| panic!("the case's grants or limits: {e:#}"));
+        let mut source = sources.pop().expect("one plugin");
+        if !self.resolve.is_empty() {
+            let mut network = (*source.grants.network).clone();
+            network.resolver = Resolver::table(self.resolve.iter().map(|(name, ip)| {
+                let ip = ip.parse().unwrap_or_else(|e| panic!("resolve {name}: {e}"));
+                (name.clone(), vec![ip])
+            }));
+            source.grants.network = network.into();
+        }
+        source
+    }
+
+    /// Writes the case's `moat.toml` (and secrets file) into the fixture; returns its path.
+    fn write_config(&self, fixture: &Fixture, ports: Ports) -> PathBuf {
         let mut entry = self.limits.clone();
         entry.insert("path".into(), plugin_path(&self.plugin).into());
         entry.insert("files".into(), self.files.clone().into());
@@ -223,18 +240,7 @@ impl Case {
         }
         let path = fixture.root.join("moat.toml");
         std::fs::write(&path, config.to_string()).expect("writing the case's moat.toml");
-        let mut sources = moat::config::read(&path)
-            .unwrap_or_else(|e| panic!("the case's grants or limits: {e:#}"));
-        let mut source = sources.pop().expect("one plugin");
-        if !self.resolve.is_empty() {
-            let mut network = (*source.grants.network).clone();
-            network.resolver = Resolver::table(self.resolve.iter().map(|(name, ip)| {
-                let ip = ip.parse().unwrap_or_else(|e| panic!("resolve {name}: {e}"));
-                (name.clone(), vec![ip])
-            }));
-            source.grants.network = network.into();
-        }
-        source
+        path
     }
 }
 
@@ -847,5 +853,22 @@ fn the_suite_has_enough_cases() {
         if let Err(e) = read_case(name) {
             panic!("{e}");
         }
+    }
+}
+
+/// Every case's `moat.toml` fits `moat.schema.json`, as an editor would check it.
+#[test]
+fn every_case_config_fits_the_schema() {
+    let ports = Ports {
+        port: 1,
+        port6: 2,
+        http_port: 3,
+    };
+    for name in case_names() {
+        let case = read_case(&name).unwrap_or_else(|e| panic!("{e}"));
+        let fixture = Fixture::new(&format!("schema-{name}"), &case.symlinks, ports);
+        let path = case.write_config(&fixture, ports);
+        let text = std::fs::read_to_string(&path).unwrap();
+        crate::schema::assert_fits(&text, &format!("the moat.toml of case {name}"));
     }
 }

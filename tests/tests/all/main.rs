@@ -14,6 +14,7 @@ mod loopback;
 mod memory;
 mod network;
 mod reload;
+mod schema;
 mod shapes;
 mod sources;
 mod text;
