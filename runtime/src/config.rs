@@ -300,6 +300,17 @@ fn read_secrets(path: &Path) -> Result<BTreeMap<String, String>> {
     })
 }
 
+/// A size given in KiB (`shift` 10) or MiB (20), in bytes; a size too large to count is an error
+/// naming its key, never a silently wrapped number.
+pub fn in_bytes(value: Option<usize>, shift: u32, key: &str) -> Result<Option<usize>> {
+    value
+        .map(|v| {
+            v.checked_mul(1 << shift)
+                .with_context(|| format!("{key} = {v} is too large"))
+        })
+        .transpose()
+}
+
 /// Parses a config file's text; `env` looks up moat's own environment for `${env:NAME}`, and
 /// `secrets` overrides the secrets file the text names.
 fn parse(
@@ -330,15 +341,15 @@ fn parse(
                 deadline: entry
                     .deadline_ms
                     .map_or(defaults.deadline, Duration::from_millis),
-                max_memory_bytes: entry
-                    .max_memory_mb
-                    .map_or(defaults.max_memory_bytes, |mb| mb << 20),
-                max_output_bytes: entry
-                    .max_output_kb
-                    .map_or(defaults.max_output_bytes, |kb| kb << 10),
-                max_result_bytes: entry
-                    .max_result_kb
-                    .map_or(defaults.max_result_bytes, |kb| kb << 10),
+                max_memory_bytes: in_bytes(entry.max_memory_mb, 20, "max_memory_mb")
+                    .with_context(|| format!("plugin \"{name}\""))?
+                    .unwrap_or(defaults.max_memory_bytes),
+                max_output_bytes: in_bytes(entry.max_output_kb, 10, "max_output_kb")
+                    .with_context(|| format!("plugin \"{name}\""))?
+                    .unwrap_or(defaults.max_output_bytes),
+                max_result_bytes: in_bytes(entry.max_result_kb, 10, "max_result_kb")
+                    .with_context(|| format!("plugin \"{name}\""))?
+                    .unwrap_or(defaults.max_result_bytes),
                 max_concurrent_calls: entry
                     .max_concurrent_calls
                     .unwrap_or(defaults.max_concurrent_calls),
@@ -673,6 +684,21 @@ inject = [{ host = "a.org", header = "X Key", value = "v" }]"#,
 
     fn no_env(_: &str) -> Option<String> {
         None
+    }
+
+    #[test]
+    fn a_size_too_large_to_count_is_refused() {
+        let error = parse(
+            "[plugins.echo]\npath = \"echo.wasm\"\nmax_memory_mb = 9223372036854775807\n",
+            Path::new("/etc/moat"),
+            &no_env,
+            None,
+        )
+        .unwrap_err();
+        assert_eq!(
+            format!("{error:#}"),
+            "plugin \"echo\": max_memory_mb = 9223372036854775807 is too large"
+        );
     }
 
     #[test]

@@ -100,6 +100,7 @@ pub fn read(wasm: &[u8]) -> Result<Option<Manifest>> {
     };
     let manifest: Manifest = serde_json::from_slice(section)
         .with_context(|| format!("the `{MANIFEST_SECTION}` section is not a valid manifest"))?;
+    crate::config::in_bytes(manifest.max_memory_mb, 20, "the manifest's max_memory_mb")?;
     for dir in &manifest.files {
         if !dir.guest.starts_with('/') || dir.guest.split('/').any(|part| part == "..") {
             anyhow::bail!(

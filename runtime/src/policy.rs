@@ -233,7 +233,11 @@ impl Policy {
             publishers,
             allow: Some(file.allow),
             ceiling: Ceiling {
-                max_memory_bytes: file.ceiling.max_memory_mb.map(|mb| mb << 20),
+                max_memory_bytes: crate::config::in_bytes(
+                    file.ceiling.max_memory_mb,
+                    20,
+                    "[ceiling] max_memory_mb",
+                )?,
                 deadline: file.ceiling.deadline_ms.map(Duration::from_millis),
                 directories,
                 env: file.ceiling.env,
