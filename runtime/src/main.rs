@@ -658,7 +658,7 @@ fn verify(key: Option<PathBuf>, policy: Option<PathBuf>, file: PathBuf) -> Resul
                 file.display(),
                 key.publisher,
                 key.id,
-                moat::policy::digest(&wasm)
+                moat::source::Digest::of(&wasm)
             ));
             Ok(ExitCode::SUCCESS)
         }

@@ -36,7 +36,6 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 
 use crate::grants::{FileGrant, Grants};
 use crate::manifest::{self, Manifest, Mode};
@@ -44,6 +43,7 @@ use crate::network::{Network, NetworkGrant};
 use crate::plugin::Limits;
 use crate::registry::PluginSource;
 use crate::signing::{self, SignatureError, TrustedKey};
+use crate::source::Digest;
 
 /// Where an administrator puts the policy; when present it is always in force.
 pub const SYSTEM_POLICY: &str = "/etc/moat/policy.toml";
@@ -278,7 +278,7 @@ impl Policy {
         wasm: &[u8],
         signature: Option<&str>,
     ) -> Result<Admitted> {
-        let digest = digest(wasm);
+        let digest = Digest::of(wasm).to_string();
         let publisher = self.publisher(wasm, signature)?;
         let mut allowed_by = "no policy is in force".to_string();
         if let Some(rules) = &self.allow {
@@ -820,15 +820,6 @@ fn parse_bind(text: &str) -> Result<(IpAddr, Option<u16>)> {
         .parse()
         .with_context(|| format!("http_bind \"{text}\" is neither an address nor address:port"))?;
     Ok((ip, None))
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-/// The digest of a plugin file, as the policy and the audit log write it.
-pub fn digest(wasm: &[u8]) -> String {
-    format!("sha256:{}", hex(&Sha256::digest(wasm)))
 }
 
 #[cfg(test)]

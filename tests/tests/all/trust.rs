@@ -127,7 +127,7 @@ fn a_signature_by_the_minisign_tool_loads_every_time_and_only_while_it_matches()
         );
         assert_eq!(
             admitted.digest,
-            moat::policy::digest(&fs::read(&wasm).unwrap())
+            moat::source::Digest::of(&fs::read(&wasm).unwrap()).to_string()
         );
     }
 
@@ -213,7 +213,7 @@ fn a_signature_by_a_key_the_policy_does_not_name_is_refused() {
 fn allow_rules_admit_by_name_and_digest_and_say_why_not() {
     let dir = temp_dir("rules");
     let wasm = notes_copy(&dir);
-    let digest = moat::policy::digest(&fs::read(&wasm).unwrap());
+    let digest = moat::source::Digest::of(&fs::read(&wasm).unwrap()).to_string();
 
     let by_digest = Policy::parse(&format!("[[allow]]\nsha256 = \"{digest}\"\n")).unwrap();
     assert!(load(&wasm, &by_digest, None).is_ok());
