@@ -180,9 +180,14 @@ fn run(cli: Cli) -> Result<()> {
         only: cli.only,
         rows: Vec::new(),
     };
-    let outcome = bench.run_all();
+    // A failed run keeps its configs and server logs for a look.
+    if let Err(error) = bench.run_all() {
+        return Err(error.context(format!(
+            "server logs and configs kept in {}",
+            work.display()
+        )));
+    }
     let _ = std::fs::remove_dir_all(&work);
-    outcome?;
 
     let machine = machine();
     println!("\n{}\n", machine_line(&machine));

@@ -57,12 +57,20 @@ impl StdioServer {
         Ok(result)
     }
 
-    /// Every tool the server lists (one page is all these servers send).
+    /// Every tool the server lists, page after page.
     pub fn list_tools(&mut self) -> Result<Vec<Value>> {
-        let result = self.request("tools/list", json!({}))?;
-        match result.get("tools") {
-            Some(Value::Array(tools)) => Ok(tools.clone()),
-            _ => bail!("tools/list answered without tools: {result}"),
+        let mut tools = Vec::new();
+        let mut params = json!({});
+        loop {
+            let result = self.request("tools/list", params)?;
+            match result.get("tools") {
+                Some(Value::Array(page)) => tools.extend(page.iter().cloned()),
+                _ => bail!("tools/list answered without tools: {result}"),
+            }
+            match result.get("nextCursor") {
+                Some(cursor) => params = json!({ "cursor": cursor }),
+                None => return Ok(tools),
+            }
         }
     }
 
