@@ -24,6 +24,7 @@ pub mod lock;
 pub mod manifest;
 pub mod network;
 pub mod output;
+pub mod parallel;
 pub mod plugin;
 pub mod policy;
 pub mod registry;

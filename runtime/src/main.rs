@@ -420,7 +420,7 @@ async fn load_one(text: &str, policy: &Policy) -> Result<(Arc<Plugin>, String)> 
 
 /// Fetches and loads one plugin under `policy`, with the grants of `source`.
 async fn load_source(source: PluginSource, policy: &Policy) -> Result<(Arc<Plugin>, String)> {
-    let fetcher = Fetcher::from_env()?;
+    let fetcher = Fetcher::from_env();
     let fetched = fetcher.fetch(&source.source).await?;
     let origin = fetched.origin.clone();
     let engine = moat::engine::new_engine_with_fuel(source.limits.fuel.is_some())?;
@@ -439,7 +439,7 @@ async fn load_source(source: PluginSource, policy: &Policy) -> Result<(Arc<Plugi
 
 /// `moat pull`: fetches a source (each plugin of a folder) and prints `digest  source` lines.
 async fn pull(text: &str) -> Result<ExitCode> {
-    let fetcher = Fetcher::from_env()?;
+    let fetcher = Fetcher::from_env();
     for (_, source) in Source::parse(text, Path::new(""))?.expand()? {
         let fetched = fetcher.fetch(&source).await?;
         tracing::info!(
@@ -459,7 +459,7 @@ async fn push(file: &Path, target: &str) -> Result<ExitCode> {
     };
     let wasm = read_wasm(file)?;
     moat::source::check_component(&wasm).with_context(|| file.display().to_string())?;
-    let pushed = Fetcher::new(None, Progress::for_stderr())?
+    let pushed = Fetcher::new(None, Progress::for_stderr())
         .push(&oci, &wasm)
         .await?;
     let pinned = oci.pinned(&pushed.manifest);
@@ -479,7 +479,7 @@ async fn lock(config_path: &Path) -> Result<ExitCode> {
     let lock_path = Lock::path_for(config_path);
     let base = config_path.parent().unwrap_or(Path::new(""));
     let old = Lock::read(&lock_path)?.unwrap_or_default();
-    let fetcher = Fetcher::from_env()?;
+    let fetcher = Fetcher::from_env();
     let fetched = fetch_all(&fetcher, &sources).await;
     let engine = moat::engine::new_engine()?;
     let policy = Policy::resolve(None)?;
@@ -694,7 +694,7 @@ fn policy_check(
                 Source::File(path) => signing::read_detached(path)?,
                 _ => None,
             };
-            policy.admit(source, &fetched.wasm, signature.as_deref())
+            policy.admit(source, &fetched, signature.as_deref())
         });
         match admitted {
             Err(error) => {

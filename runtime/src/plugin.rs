@@ -23,7 +23,7 @@ use crate::host::{EventSink, HostState};
 use crate::network::Denials;
 use crate::output::Returns;
 use crate::schema::{Unsupported, object_schema};
-use crate::source::Digest;
+use crate::source::{Digest, Fetched};
 use crate::values::{ArgError, args_from_json};
 
 /// The longest tool name many MCP hosts accept.
@@ -196,13 +196,14 @@ impl Plugin {
         engine: &Engine,
         linker: &Linker<HostState>,
         name: &str,
-        wasm: &[u8],
+        fetched: &Fetched,
         limits: Limits,
         grants: Grants,
         cache: Option<&Cache>,
     ) -> Result<Self> {
+        let wasm = &fetched.wasm[..];
         let component = match cache {
-            Some(cache) => cache.component(engine, wasm),
+            Some(cache) => cache.component(engine, wasm, &fetched.digest),
             None => Component::new(engine, wasm).map_err(anyhow::Error::from),
         }
         .with_context(|| format!("plugin \"{name}\" is not a valid WebAssembly component"))?;
@@ -240,7 +241,7 @@ impl Plugin {
             tools,
             skipped,
             imports,
-            digest: Digest::of(wasm),
+            digest: fetched.digest,
             slots: Semaphore::new(limits.max_concurrent_calls),
             queued: AtomicUsize::new(0),
             limits,

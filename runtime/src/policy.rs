@@ -43,7 +43,7 @@ use crate::network::{Network, NetworkGrant};
 use crate::plugin::Limits;
 use crate::registry::PluginSource;
 use crate::signing::{self, SignatureError, TrustedKey};
-use crate::source::Digest;
+use crate::source::Fetched;
 
 /// Where an administrator puts the policy; when present it is always in force.
 pub const SYSTEM_POLICY: &str = "/etc/moat/policy.toml";
@@ -270,15 +270,16 @@ impl Policy {
         Ok(())
     }
 
-    /// Decides whether the plugin `source`, whose bytes are `wasm`, may load, and with what.
-    /// `signature` is its detached minisign signature, if it has one.
+    /// Decides whether the plugin `source`, whose bytes and digest are `component`, may load,
+    /// and with what. `signature` is its detached minisign signature, if it has one.
     pub fn admit(
         &self,
         source: &PluginSource,
-        wasm: &[u8],
+        component: &Fetched,
         signature: Option<&str>,
     ) -> Result<Admitted> {
-        let digest = Digest::of(wasm).to_string();
+        let wasm = &component.wasm[..];
+        let digest = component.digest.to_string();
         let publisher = self.publisher(wasm, signature)?;
         let mut allowed_by = "no policy is in force".to_string();
         if let Some(rules) = &self.allow {
@@ -371,16 +372,16 @@ impl Policy {
     }
 }
 
-/// Checks the plugin at `source` (bytes `wasm`, read once) against `policy`, reading its
+/// Checks the plugin at `source` (its component read once) against `policy`, reading its
 /// detached signature, and logs what became of its grants. The error says why it may not load.
-pub fn admit(policy: &Policy, source: &PluginSource, wasm: &[u8]) -> Result<Admitted> {
+pub fn admit(policy: &Policy, source: &PluginSource, component: &Fetched) -> Result<Admitted> {
     let signature = match &source.source {
         crate::source::Source::File(path) => signing::read_detached(path)?,
         // Detached signatures travel beside files only: a fetched plugin counts as unsigned.
         _ => None,
     };
     let admitted = policy
-        .admit(source, wasm, signature.as_deref())
+        .admit(source, component, signature.as_deref())
         .with_context(|| format!("plugin \"{}\" is not loaded", source.name))?;
     admitted.log(&source.name);
     Ok(admitted)

@@ -83,34 +83,25 @@ impl Registry {
         assert_eq!(sources.len(), fetched.len(), "one fetch per source");
         let mut linker = Linker::new(engine);
         host::add_to_linker(&mut linker)?;
-        let results: Vec<Result<Plugin>> = std::thread::scope(|scope| {
-            let handles: Vec<_> = sources
-                .iter()
-                .zip(fetched)
-                .map(|(source, fetched)| {
-                    let linker = &linker;
-                    scope.spawn(move || {
-                        let wasm = fetched?.wasm;
-                        let admitted = crate::policy::admit(policy, source, &wasm)?;
-                        let mut plugin = Plugin::load(
-                            engine,
-                            linker,
-                            &source.name,
-                            &wasm,
-                            admitted.limits.clone(),
-                            admitted.grants.clone(),
-                            cache,
-                        )?;
-                        plugin.admission = admitted;
-                        Ok(plugin)
-                    })
-                })
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| h.join().expect("plugin loading does not panic"))
-                .collect()
-        });
+        let load = |source: &PluginSource, fetched: Result<Fetched>| -> Result<Plugin> {
+            let component = fetched?;
+            let admitted = crate::policy::admit(policy, source, &component)?;
+            let mut plugin = Plugin::load(
+                engine,
+                &linker,
+                &source.name,
+                &component,
+                admitted.limits.clone(),
+                admitted.grants.clone(),
+                cache,
+            )?;
+            plugin.admission = admitted;
+            Ok(plugin)
+        };
+        let results = crate::parallel::map(
+            sources.iter().zip(fetched).collect(),
+            |(source, fetched)| load(source, fetched),
+        );
 
         let mut registry = Self {
             engine: engine.clone(),

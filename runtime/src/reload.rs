@@ -55,7 +55,7 @@ impl Served {
     /// of the config, checked against the lock file beside it.
     pub async fn fetch(&self) -> Result<(Vec<PluginSource>, Vec<Result<Fetched>>)> {
         let (sources, named) = self.sources_split()?;
-        let fetcher = Fetcher::from_env()?;
+        let fetcher = Fetcher::from_env();
         let mut fetched = fetch_all(&fetcher, &sources).await;
         if let Some(path) = &self.config {
             let lock_path = Lock::path_for(path);

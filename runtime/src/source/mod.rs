@@ -19,7 +19,7 @@ mod url;
 use std::fmt;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use anyhow::{Context, Result, bail};
 
@@ -151,7 +151,9 @@ pub type EnvLookup = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
 
 /// Fetches sources: the HTTP client, the download store and the progress display they share.
 pub struct Fetcher {
-    http: reqwest::Client,
+    /// Made on first use: setting it up reads every system CA certificate, a cost a start
+    /// with only local plugins should not pay.
+    http: OnceLock<reqwest::Client>,
     store: Option<Store>,
     progress: Progress,
     env: EnvLookup,
@@ -160,7 +162,19 @@ pub struct Fetcher {
 impl Fetcher {
     /// A fetcher keeping downloads in `store` (none: every fetch downloads anew), showing
     /// `progress`.
-    pub fn new(store: Option<Store>, progress: Progress) -> Result<Self> {
+    pub fn new(store: Option<Store>, progress: Progress) -> Self {
+        Self {
+            http: OnceLock::new(),
+            store,
+            progress,
+            env: Arc::new(|name| std::env::var(name).ok()),
+        }
+    }
+
+    fn http(&self) -> Result<&reqwest::Client> {
+        if let Some(http) = self.http.get() {
+            return Ok(http);
+        }
         install_tls_provider();
         let http = reqwest::Client::builder()
             .user_agent(concat!("moat/", env!("CARGO_PKG_VERSION")))
@@ -168,12 +182,7 @@ impl Fetcher {
             .connect_timeout(std::time::Duration::from_secs(30))
             .build()
             .context("setting up the HTTP client")?;
-        Ok(Self {
-            http,
-            store,
-            progress,
-            env: Arc::new(|name| std::env::var(name).ok()),
-        })
+        Ok(self.http.get_or_init(|| http))
     }
 
     /// Reads registry credentials and the docker configuration's place through `env` instead of
@@ -185,7 +194,7 @@ impl Fetcher {
 
     /// A fetcher with the store in moat's cache folder (if there is one) and a progress bar when
     /// stderr is a terminal.
-    pub fn from_env() -> Result<Self> {
+    pub fn from_env() -> Self {
         let store = Store::default_dir().and_then(|dir| {
             Store::open(&dir)
                 .inspect_err(|e| tracing::warn!("downloads will not be kept: {e:#}"))
@@ -199,7 +208,7 @@ impl Fetcher {
         match source {
             Source::File(_) | Source::Dir(_) => source.read_local(),
             Source::Url(url) => {
-                url::fetch(&self.http, self.store.as_ref(), url, &self.progress).await
+                url::fetch(self.http()?, self.store.as_ref(), url, &self.progress).await
             }
             Source::Oci(oci) => {
                 oci.pull(self.store.as_ref(), &self.progress, &*self.env)
@@ -262,7 +271,36 @@ pub async fn fetch_all(
     fetcher: &Fetcher,
     sources: &[crate::registry::PluginSource],
 ) -> Vec<Result<Fetched>> {
-    futures_util::future::join_all(sources.iter().map(|s| fetcher.fetch(&s.source))).await
+    // Local files are read and hashed on every core at once, off the async runtime.
+    let local: Vec<(usize, Source)> = sources
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| matches!(s.source, Source::File(_)))
+        .map(|(i, s)| (i, s.source.clone()))
+        .collect();
+    let reading = tokio::task::spawn_blocking(move || {
+        crate::parallel::map(local, |(i, source)| (i, source.read_local()))
+    });
+    let mut fetched: Vec<Option<Result<Fetched>>> =
+        futures_util::future::join_all(sources.iter().map(|s| async {
+            match s.source {
+                Source::File(_) => None,
+                _ => Some(fetcher.fetch(&s.source).await),
+            }
+        }))
+        .await;
+    match reading.await {
+        Ok(read) => {
+            for (i, result) in read {
+                fetched[i] = Some(result);
+            }
+        }
+        Err(e) => std::panic::resume_unwind(e.into_panic()),
+    }
+    fetched
+        .into_iter()
+        .map(|f| f.expect("every source fetched or read"))
+        .collect()
 }
 
 #[cfg(test)]

@@ -6,12 +6,18 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 
 use moat::cache::Cache;
+use moat::source::Digest;
 use moat_tests::{engine, plugins};
+use wasmtime::component::Component;
 
 fn temp_dir(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("moat-cache-{name}-{}", std::process::id()));
     let _ = fs::remove_dir_all(&dir);
     dir
+}
+
+fn load(cache: &Cache, wasm: &[u8]) -> Component {
+    cache.component(engine(), wasm, &Digest::of(wasm)).unwrap()
 }
 
 fn entries(dir: &PathBuf) -> Vec<PathBuf> {
@@ -29,7 +35,7 @@ fn a_second_load_is_a_hit_and_rewrites_nothing() {
     let dir = temp_dir("hit");
     let cache = Cache::open(&dir).unwrap();
     let wasm = fs::read(plugins::ECHO).unwrap();
-    cache.component(engine(), &wasm).unwrap();
+    load(&cache, &wasm);
     let [entry] = entries(&dir).try_into().unwrap();
     let written = fs::metadata(&entry).unwrap().modified().unwrap();
     assert_eq!(
@@ -38,7 +44,7 @@ fn a_second_load_is_a_hit_and_rewrites_nothing() {
     );
 
     let reopened = Cache::open(&dir).unwrap();
-    let component = reopened.component(engine(), &wasm).unwrap();
+    let component = load(&reopened, &wasm);
     assert!(component.get_export_index(None, "echo").is_some());
     assert_eq!(fs::metadata(&entry).unwrap().modified().unwrap(), written);
     fs::remove_dir_all(&dir).unwrap();
@@ -49,14 +55,14 @@ fn a_tampered_entry_is_refused_and_replaced() {
     let dir = temp_dir("tampered");
     let cache = Cache::open(&dir).unwrap();
     let wasm = fs::read(plugins::ECHO).unwrap();
-    cache.component(engine(), &wasm).unwrap();
+    load(&cache, &wasm);
     let [entry] = entries(&dir).try_into().unwrap();
     let mut bytes = fs::read(&entry).unwrap();
     let middle = bytes.len() / 2;
     bytes[middle] ^= 0xff;
     fs::write(&entry, &bytes).unwrap();
 
-    let component = cache.component(engine(), &wasm).unwrap();
+    let component = load(&cache, &wasm);
     assert!(component.get_export_index(None, "echo").is_some());
     assert_ne!(
         fs::read(&entry).unwrap(),
@@ -67,15 +73,35 @@ fn a_tampered_entry_is_refused_and_replaced() {
 }
 
 #[test]
+fn an_entry_tagged_under_another_key_is_refused() {
+    let (one, other) = (temp_dir("key-one"), temp_dir("key-other"));
+    let wasm = fs::read(plugins::ECHO).unwrap();
+    load(&Cache::open(&one).unwrap(), &wasm);
+    let other_cache = Cache::open(&other).unwrap();
+    let [entry] = entries(&one).try_into().unwrap();
+    let copied = other.join(entry.file_name().unwrap());
+    fs::copy(&entry, &copied).unwrap();
+
+    load(&other_cache, &wasm);
+    assert_ne!(
+        fs::read(&copied).unwrap(),
+        fs::read(&entry).unwrap(),
+        "the copied entry was compiled anew under this cache's key"
+    );
+    fs::remove_dir_all(&one).unwrap();
+    fs::remove_dir_all(&other).unwrap();
+}
+
+#[test]
 fn an_entry_others_could_write_is_refused() {
     let dir = temp_dir("writable");
     let cache = Cache::open(&dir).unwrap();
     let wasm = fs::read(plugins::ECHO).unwrap();
-    cache.component(engine(), &wasm).unwrap();
+    load(&cache, &wasm);
     let [entry] = entries(&dir).try_into().unwrap();
     fs::set_permissions(&entry, fs::Permissions::from_mode(0o666)).unwrap();
 
-    cache.component(engine(), &wasm).unwrap();
+    load(&cache, &wasm);
     let mode = fs::metadata(&entry).unwrap().permissions().mode() & 0o777;
     assert_eq!(
         mode, 0o600,
@@ -103,9 +129,7 @@ fn a_shared_cache_folder_is_refused() {
 fn clear_removes_entries_and_the_key() {
     let dir = temp_dir("clear");
     let cache = Cache::open(&dir).unwrap();
-    cache
-        .component(engine(), &fs::read(plugins::ECHO).unwrap())
-        .unwrap();
+    load(&cache, &fs::read(plugins::ECHO).unwrap());
     assert_eq!(Cache::clear(&dir).unwrap(), 2);
     assert!(entries(&dir).is_empty());
 }

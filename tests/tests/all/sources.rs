@@ -130,7 +130,6 @@ fn fetcher(store: &Path, env: &[(&str, &str)]) -> Fetcher {
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect();
     Fetcher::new(Some(Store::open(store).unwrap()), Progress::hidden())
-        .unwrap()
         .with_env(Arc::new(move |name| env.get(name).cloned()))
 }
 
