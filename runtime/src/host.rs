@@ -73,7 +73,6 @@ impl HostState {
         plugin: Arc<str>,
         grants: &Grants,
         limits: &Limits,
-        events: EventSink,
     ) -> Result<(Self, CapturedOutput)> {
         let output = CapturedOutput {
             stdout: MemoryOutputPipe::new(limits.max_output_bytes),
@@ -104,7 +103,7 @@ impl HostState {
             wasi: wasi.build(),
             table: ResourceTable::new(),
             limits: store_limits,
-            events,
+            events: None,
             http: WasiHttpCtx::new(),
             http_hooks: HttpHooks {
                 plugin,
@@ -113,6 +112,11 @@ impl HostState {
             },
         };
         Ok((state, output))
+    }
+
+    /// Where the guest's log and progress reports go from now on.
+    pub fn set_events(&mut self, events: EventSink) {
+        self.events = events;
     }
 
     pub fn limits(&mut self) -> &mut StoreLimits {

@@ -20,6 +20,7 @@ pub mod grants;
 pub mod host;
 pub mod hosts;
 pub mod http;
+pub mod instances;
 pub mod lock;
 pub mod manifest;
 pub mod network;

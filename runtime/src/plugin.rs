@@ -12,14 +12,15 @@ use tokio::sync::{Semaphore, SemaphorePermit};
 use anyhow::{Context, Result, bail};
 use rmcp::model::{CallToolResult, JsonObject};
 use serde_json::Value;
+use wasmtime::Engine;
 use wasmtime::component::types::{ComponentFunc, ComponentItem};
-use wasmtime::component::{Component, ComponentExportIndex, InstancePre, Linker, Type, Val};
-use wasmtime::{Engine, Store, UpdateDeadline};
+use wasmtime::component::{Component, ComponentExportIndex, Linker, Type, Val};
 
 use crate::cache::Cache;
 use crate::docs::{FunctionDocs, PluginDocs};
 use crate::grants::Grants;
 use crate::host::{EventSink, HostState};
+use crate::instances::{Fresh, Instances, MakeError};
 use crate::network::Denials;
 use crate::output::Returns;
 use crate::schema::{Unsupported, object_schema};
@@ -28,13 +29,6 @@ use crate::values::{ArgError, args_from_json};
 
 /// The longest tool name many MCP hosts accept.
 pub const MAX_TOOL_NAME: usize = 64;
-
-/// Host bytes a call may receive from its guest per byte of `max_result_bytes`: room for the
-/// host's own representation of lists (a `Val` per element) while keeping the bound tight.
-const HOSTCALL_FUEL_PER_RESULT_BYTE: usize = 8;
-
-/// Resource handles (open files, streams…) one call may hold at once.
-pub const MAX_HANDLES_PER_CALL: usize = 256;
 
 /// How much one call may use.
 #[derive(Clone, Debug)]
@@ -86,7 +80,8 @@ pub struct Plugin {
     pub grants: Grants,
     /// Its digest, publisher and manifest, and what became of each grant (set by the registry).
     pub admission: crate::policy::Admitted,
-    pre: InstancePre<HostState>,
+    /// Where each call's fresh instance comes from.
+    instances: Arc<Instances>,
     /// One permit per call allowed to run at once.
     slots: Semaphore,
     /// Calls waiting for a permit.
@@ -180,7 +175,7 @@ impl std::fmt::Display for CallError {
 
 /// The error the epoch callback raises at the deadline, to tell it from other traps.
 #[derive(Debug)]
-struct DeadlineExceeded;
+pub(crate) struct DeadlineExceeded;
 
 impl std::fmt::Display for DeadlineExceeded {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -235,6 +230,7 @@ impl Plugin {
                 "`{export}` is not offered as a tool: {reason}"
             );
         }
+        let instances = Instances::new(name.into(), pre, grants.clone(), limits.clone());
         Ok(Self {
             name: name.into(),
             summary: docs.as_ref().and_then(|d| d.summary()).map(str::to_string),
@@ -247,7 +243,7 @@ impl Plugin {
             limits,
             grants,
             admission: Default::default(),
-            pre,
+            instances: Arc::new(instances),
         })
     }
 
@@ -287,14 +283,20 @@ impl Plugin {
         let params = args_from_json(&tool.params, args).map_err(CallError::InvalidArguments)?;
         let limits = &self.limits;
         let _slot = self.take_slot().await?;
-        let (state, output) = HostState::new(self.name.clone(), &self.grants, limits, events)
-            .map_err(|e| CallError::Setup(format!("{e:#}")))?;
-        *denials = state.denials();
         let deadline = Instant::now() + limits.deadline;
-        let mut store = self.new_store(state, deadline)?;
+        let (mut store, instance, output) = match self.instances.take(deadline).await {
+            Ok(Fresh {
+                store,
+                instance,
+                output,
+            }) => (store, instance, output),
+            Err(MakeError::Setup(message)) => return Err(CallError::Setup(message)),
+            Err(MakeError::Instantiate(error)) => return Err(self.failure(&error, "")),
+        };
+        store.data_mut().set_events(events);
+        *denials = store.data().denials();
 
         let run = async {
-            let instance = self.pre.instantiate_async(&mut store).await?;
             let func = instance
                 .get_func(&mut store, tool.index)
                 .expect("the export was found in the component's type");
@@ -307,7 +309,10 @@ impl Plugin {
         let outcome = tokio::time::timeout_at(deadline.into(), run)
             .await
             .unwrap_or_else(|_| Err(DeadlineExceeded.into()));
-        drop(store);
+        // The call's reports end here (the server flushes them before answering); the used store
+        // goes away, and the next call's instance is made, after the answer.
+        store.data_mut().set_events(None);
+        self.instances.replace(store);
 
         let stdout = String::from_utf8_lossy(&output.stdout.contents()).into_owned();
         let stderr = String::from_utf8_lossy(&output.stderr.contents()).into_owned();
@@ -332,42 +337,6 @@ impl Plugin {
         tool.returns
             .render(results.first())
             .map_err(CallError::BadResult)
-    }
-
-    /// A store for one call, with every limit of the plugin set on it.
-    fn new_store(
-        &self,
-        state: HostState,
-        deadline: Instant,
-    ) -> Result<Store<HostState>, CallError> {
-        let mut store = Store::new(self.pre.engine(), state);
-        if self.pre.engine().get_consume_fuel() {
-            // On a metering engine a store starts empty: plugins without a limit get all there is.
-            store
-                .set_fuel(self.limits.fuel.unwrap_or(u64::MAX))
-                .map_err(|e| CallError::Setup(format!("setting the call's fuel: {e}")))?;
-        }
-        store.limiter(|state| state.limits());
-        // What the guest hands the host in one go (its result included) grows host memory, at
-        // tens of bytes per list element: bound it near the result limit, not wasmtime's 128 MiB.
-        store.set_hostcall_fuel(
-            self.limits
-                .max_result_bytes
-                .saturating_mul(HOSTCALL_FUEL_PER_RESULT_BYTE),
-        );
-        // Every open file is a host file descriptor: cap the handles one call may hold, so a
-        // guest cannot exhaust the process's descriptors for everyone else.
-        store.set_max_component_handles(MAX_HANDLES_PER_CALL);
-        store.set_epoch_deadline(1);
-        store.epoch_deadline_callback(move |_| {
-            if Instant::now() >= deadline {
-                Err(DeadlineExceeded.into())
-            } else {
-                // Give the thread back to the runtime every tick: a busy guest never hogs it.
-                Ok(UpdateDeadline::Yield(1))
-            }
-        });
-        Ok(store)
     }
 
     /// Why a call that ended in an error failed, for the client.

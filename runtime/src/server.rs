@@ -17,7 +17,6 @@ use rmcp::service::{NotificationContext, Peer, RequestContext, SubscriptionConte
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde_json::json;
 use tokio::sync::mpsc;
-use tokio::task::JoinHandle;
 
 use crate::audit::{self, Outcome};
 use crate::catalogue::Catalogue;
@@ -49,17 +48,20 @@ impl MoatServer {
         mcp
     }
 
-    /// Hands the guest's log and progress reports of one call on to the client. The task ends
-    /// once the call drops its sender; awaiting it puts every report before the call's answer.
+    /// Hands the guest's log and progress reports of one call on to the client. The returned
+    /// future ends once the call drops its sender. It runs beside the call in the call's own
+    /// task, not in a task of its own: spawning one per call cost a wake-up of another thread
+    /// on every call, and the reports still go out whenever the guest waits or yields (at
+    /// least every epoch tick).
     fn forward_events(
         &self,
         peer: Peer<RoleServer>,
         progress_token: Option<rmcp::model::ProgressToken>,
         log_threshold: Option<LoggingLevel>,
         plugin: String,
-    ) -> (mpsc::Sender<GuestEvent>, JoinHandle<()>) {
+    ) -> (mpsc::Sender<GuestEvent>, impl Future<Output = ()>) {
         let (sender, mut receiver) = mpsc::channel(MAX_PENDING_EVENTS);
-        let forwarder = tokio::spawn(async move {
+        let forwarder = async move {
             while let Some(event) = receiver.recv().await {
                 let sent = match event {
                     GuestEvent::Log { level, message } => {
@@ -89,7 +91,7 @@ impl MoatServer {
                     break; // the client is gone
                 }
             }
-        });
+        };
         (sender, forwarder)
     }
 
@@ -227,20 +229,20 @@ impl ServerHandler for MoatServer {
             plugin.name.to_string(),
         );
         let call = plugin.call_outcome(tool, request.arguments.as_ref(), Some(events));
+        // The forwarding ends after the call, which drops its sender: every report it made goes
+        // out before the answer.
+        let call = async { tokio::join!(call, forwarder).0 };
         let crate::plugin::CallOutcome {
             result: outcome,
             denials,
         } = tokio::select! {
             outcome = call => outcome,
             () = context.ct.cancelled() => {
-                forwarder.abort();
                 self.audit(&context, &request, Some(plugin), started, Ended::plain(Outcome::Cancelled));
                 tracing::info!(tool = tool.name, "call cancelled by the client");
                 return Err(McpError::internal_error("the call was cancelled", None));
             }
         };
-        // The call is over and its sender dropped: flush what it reported before answering.
-        let _ = forwarder.await;
         let (audited, error) = match &outcome {
             Ok(result) if result.is_error == Some(true) => (Outcome::ToolError, None),
             Ok(_) => (Outcome::Ok, None),

@@ -10,6 +10,7 @@ mod filesystem;
 mod foreign;
 mod fuel;
 mod hostile;
+mod instances;
 mod loopback;
 mod memory;
 mod network;

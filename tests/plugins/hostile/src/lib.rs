@@ -10,6 +10,9 @@ use std::time::Duration;
 
 moat_guest::generate!("hostile");
 
+/// Where `stash` leaves its secret for a later call to find (none may).
+static STASHED: std::sync::Mutex<String> = std::sync::Mutex::new(String::new());
+
 struct Hostile;
 
 /// `"{step}: {error}"`, so the suite sees which step was refused.
@@ -242,6 +245,33 @@ impl Guest for Hostile {
 
     fn panic(message: String) -> Result<String, String> {
         panic!("{message}");
+    }
+
+    fn stash(secret: String) -> String {
+        *STASHED.lock().unwrap() = secret.clone();
+        Box::leak(secret.clone().into_boxed_str());
+        let mut on_stack = [0u8; 256];
+        let n = secret.len().min(on_stack.len());
+        on_stack[..n].copy_from_slice(&secret.as_bytes()[..n]);
+        black_box(&on_stack);
+        "stashed".into()
+    }
+
+    fn recall(reversed: String) -> String {
+        let needle = reversed.as_bytes();
+        let size = core::arch::wasm32::memory_size(0) * 65536;
+        // SAFETY: all of linear memory, 0 to its current size, is readable; address 0 is only
+        // null to Rust, so it is read through a volatile pointer.
+        let byte = |at: usize| unsafe { std::ptr::read_volatile(at as *const u8) };
+        if needle.is_empty() {
+            return "not found".into();
+        }
+        for at in 0..size.saturating_sub(needle.len()) {
+            if (0..needle.len()).all(|j| byte(at + j) == needle[needle.len() - 1 - j]) {
+                return format!("found at {at}");
+            }
+        }
+        "not found".into()
     }
 
     fn sleep(ms: u32) -> Result<String, String> {

@@ -1,0 +1,234 @@
+//! Fresh instances of one plugin, each serving exactly one call, made ahead of the call.
+//!
+//! Making an instance (the store, the WASI context, instantiation) and throwing one away (the
+//! pooling allocator resets its memory) take tens of microseconds, as long as the tool call of
+//! a small plugin itself. Both happen off the call's path: after a call, a thread of its own
+//! drops the used store and makes the instance the next call will take. No instance ever
+//! serves two calls, so nothing a call leaves in guest memory reaches another; a plugin that is
+//! never called holds no instance, and one that is holds one at most, [`MAX_READY`] in all so
+//! that waiting instances never take the pool's room from calls. When that thread falls
+//! behind, calls do the work themselves, so used instances never pile up in the pool either.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc::{self, Sender};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Instant;
+
+use tokio::runtime::Handle;
+
+use wasmtime::component::{Instance, InstancePre};
+use wasmtime::{Store, UpdateDeadline};
+
+use crate::grants::Grants;
+use crate::host::{CapturedOutput, HostState};
+use crate::plugin::{DeadlineExceeded, Limits};
+
+/// Host bytes a call may receive from its guest per byte of `max_result_bytes`: room for the
+/// host's own representation of lists (a `Val` per element) while keeping the bound tight.
+const HOSTCALL_FUEL_PER_RESULT_BYTE: usize = 8;
+
+/// Resource handles (open files, streams…) one call may hold at once.
+pub const MAX_HANDLES_PER_CALL: usize = 256;
+
+/// Instances waiting for a call, across all plugins: a quarter of the pool at most.
+pub const MAX_READY: usize = crate::engine::MAX_LIVE_INSTANCES as usize / 4;
+
+/// Instances waiting now, across all plugins.
+static READY: AtomicUsize = AtomicUsize::new(0);
+
+/// An instance not yet used, its store and the pipes its stdout and stderr go to.
+pub struct Fresh {
+    pub store: Store<HostState>,
+    pub instance: Instance,
+    pub output: CapturedOutput,
+}
+
+/// Makes a plugin's instances and keeps one ready for the next call.
+pub struct Instances {
+    plugin: Arc<str>,
+    pre: InstancePre<HostState>,
+    grants: Grants,
+    limits: Limits,
+    ready: Mutex<Option<Fresh>>,
+}
+
+/// How making an instance failed: in its set-up, or in instantiation (a trap, the deadline).
+pub enum MakeError {
+    Setup(String),
+    Instantiate(wasmtime::Error),
+}
+
+impl Instances {
+    pub fn new(
+        plugin: Arc<str>,
+        pre: InstancePre<HostState>,
+        grants: Grants,
+        limits: Limits,
+    ) -> Self {
+        Self {
+            plugin,
+            pre,
+            grants,
+            limits,
+            ready: Mutex::new(None),
+        }
+    }
+
+    /// An instance for a call that must end by `deadline`: the one made ahead if there is one,
+    /// else one made now.
+    pub async fn take(&self, deadline: Instant) -> Result<Fresh, MakeError> {
+        let ready = self.ready.lock().expect("instance lock").take();
+        if ready.is_some() {
+            READY.fetch_sub(1, Ordering::AcqRel);
+        }
+        let mut fresh = match ready {
+            Some(fresh) => fresh,
+            None => self.make(deadline).await?,
+        };
+        self.arm(&mut fresh.store, deadline)
+            .map_err(|e| MakeError::Setup(format!("{e:#}")))?;
+        Ok(fresh)
+    }
+
+    /// After a call: drops its store and makes the next call's instance, on the instance
+    /// thread; when that thread is behind, only drops the store, here.
+    pub fn replace(self: &Arc<Self>, used: Store<HostState>) {
+        let job = Replacement {
+            instances: self.clone(),
+            used,
+            runtime: Handle::current(),
+        };
+        if let Err(job) = background(job) {
+            drop(job.used);
+        }
+    }
+
+    /// Makes the next call's instance unless one is waiting already, or [`MAX_READY`] are.
+    fn replenish(&self, runtime: &Handle) {
+        if self.ready.lock().expect("instance lock").is_some()
+            || READY.load(Ordering::Acquire) >= MAX_READY
+        {
+            return;
+        }
+        let deadline = Instant::now() + self.limits.deadline;
+        match runtime.block_on(self.make(deadline)) {
+            Ok(fresh) => {
+                let mut ready = self.ready.lock().expect("instance lock");
+                if ready.is_none() {
+                    *ready = Some(fresh);
+                    READY.fetch_add(1, Ordering::AcqRel);
+                }
+            }
+            // The next call makes its own instance and reports what goes wrong.
+            Err(_) => tracing::debug!(
+                plugin = &*self.plugin,
+                "no instance made ahead of the next call"
+            ),
+        }
+    }
+
+    /// A new instance, instantiated by `deadline`.
+    async fn make(&self, deadline: Instant) -> Result<Fresh, MakeError> {
+        let (state, output) = HostState::new(self.plugin.clone(), &self.grants, &self.limits)
+            .map_err(|e| MakeError::Setup(format!("{e:#}")))?;
+        let mut store = Store::new(self.pre.engine(), state);
+        store.limiter(|state| state.limits());
+        // Every open file is a host file descriptor: cap the handles one call may hold, so a
+        // guest cannot exhaust the process's descriptors for everyone else.
+        store.set_max_component_handles(MAX_HANDLES_PER_CALL);
+        self.arm(&mut store, deadline)
+            .map_err(|e| MakeError::Setup(format!("{e:#}")))?;
+        // The epoch stops a start function that computes; this timer one blocked in the host.
+        let instance =
+            tokio::time::timeout_at(deadline.into(), self.pre.instantiate_async(&mut store))
+                .await
+                .unwrap_or_else(|_| Err(DeadlineExceeded.into()))
+                .map_err(MakeError::Instantiate)?;
+        Ok(Fresh {
+            store,
+            instance,
+            output,
+        })
+    }
+
+    /// Sets the call's deadline and fuel on `store`.
+    fn arm(&self, store: &mut Store<HostState>, deadline: Instant) -> wasmtime::Result<()> {
+        // What the guest hands the host in one go (its result included) grows host memory, at
+        // tens of bytes per list element: bound it near the result limit, not wasmtime's 128 MiB.
+        store.set_hostcall_fuel(
+            self.limits
+                .max_result_bytes
+                .saturating_mul(HOSTCALL_FUEL_PER_RESULT_BYTE),
+        );
+        if self.pre.engine().get_consume_fuel() {
+            // On a metering engine a store starts empty: plugins without a limit get all there is.
+            store.set_fuel(self.limits.fuel.unwrap_or(u64::MAX))?;
+        }
+        store.set_epoch_deadline(1);
+        store.epoch_deadline_callback(move |_| {
+            if Instant::now() >= deadline {
+                Err(DeadlineExceeded.into())
+            } else {
+                // Give the thread back to the runtime every tick: a busy guest never hogs it.
+                Ok(UpdateDeadline::Yield(1))
+            }
+        });
+        Ok(())
+    }
+}
+
+impl Drop for Instances {
+    fn drop(&mut self) {
+        if self.ready.get_mut().is_ok_and(|ready| ready.is_some()) {
+            READY.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+}
+
+/// The work after a call: drop its store, make the next one.
+struct Replacement {
+    instances: Arc<Instances>,
+    used: Store<HostState>,
+    runtime: Handle,
+}
+
+/// Replacements handed to the instance thread and not yet done, past which calls drop their
+/// own stores.
+const MAX_BACKLOG: usize = 8;
+
+/// Hands `job` to the instance thread (started on first use); gives it back when that thread
+/// is [`MAX_BACKLOG`] jobs behind or could not start.
+fn background(job: Replacement) -> Result<(), Replacement> {
+    static BACKLOG: AtomicUsize = AtomicUsize::new(0);
+    static JOBS: OnceLock<Option<Sender<Replacement>>> = OnceLock::new();
+    let jobs = JOBS.get_or_init(|| {
+        let (jobs, queue) = mpsc::channel::<Replacement>();
+        let started = std::thread::Builder::new()
+            .name("moat-instances".into())
+            .spawn(move || {
+                for job in queue {
+                    drop(job.used);
+                    job.instances.replenish(&job.runtime);
+                    BACKLOG.fetch_sub(1, Ordering::AcqRel);
+                }
+            });
+        match started {
+            Ok(_) => Some(jobs),
+            Err(e) => {
+                tracing::warn!("instances are made on the call's path: {e}");
+                None
+            }
+        }
+    });
+    let Some(jobs) = jobs else {
+        return Err(job);
+    };
+    if BACKLOG.fetch_add(1, Ordering::AcqRel) >= MAX_BACKLOG {
+        BACKLOG.fetch_sub(1, Ordering::AcqRel);
+        return Err(job);
+    }
+    jobs.send(job).map_err(|mpsc::SendError(job)| {
+        BACKLOG.fetch_sub(1, Ordering::AcqRel);
+        job
+    })
+}
