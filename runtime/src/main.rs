@@ -362,10 +362,18 @@ async fn serve(
         return Ok(ExitCode::SUCCESS);
     }
     tracing::info!("serving MCP on stdio");
-    let service = MoatServer::new(catalogue)
+    let service = match MoatServer::new(catalogue)
         .serve(rmcp::transport::stdio())
         .await
-        .context("starting the MCP session")?;
+    {
+        Ok(service) => service,
+        // A client that goes away before saying anything is no error of moat's.
+        Err(rmcp::service::ServerInitializeError::ConnectionClosed(_)) => {
+            tracing::info!("stdin closed before the client said anything; stopping");
+            return Ok(ExitCode::SUCCESS);
+        }
+        Err(e) => return Err(e).context("starting the MCP session"),
+    };
     service.waiting().await?;
     Ok(ExitCode::SUCCESS)
 }

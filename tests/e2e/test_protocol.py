@@ -8,6 +8,8 @@ and the connection keeps serving: every test ends with a normal call.
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
@@ -231,3 +233,20 @@ def test_many_interleaved_calls_each_get_their_own_answer(
     order = [m["id"] for m in server.messages() if m.get("id") in sent]
     assert order != sorted(order), "the calls did not overlap"
     assert_echoes(server, "after the crowd", meta)
+
+
+def test_stdin_closed_before_a_word_is_a_quiet_exit(
+    moat_bin: Path, plugin: Callable[[str], Path], tmp_path: Path
+) -> None:
+    ended = subprocess.run(
+        [str(moat_bin), "serve", str(plugin("echo"))],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "MOAT_CACHE_DIR": str(tmp_path / "cache")},
+    )
+    assert ended.returncode == 0, ended.stderr
+    errors = [line for line in ended.stderr.splitlines() if "ERROR" in line or line.startswith("moat: ")]
+    assert errors == [], ended.stderr
+    assert ended.stdout == ""
