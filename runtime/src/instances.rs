@@ -52,10 +52,14 @@ pub struct Instances {
     ready: Mutex<Option<Fresh>>,
 }
 
-/// How making an instance failed: in its set-up, or in instantiation (a trap, the deadline).
+/// How making an instance failed: in its set-up, or in instantiation (a trap, the deadline),
+/// with what the guest wrote to stderr meanwhile.
 pub enum MakeError {
     Setup(String),
-    Instantiate(wasmtime::Error),
+    Instantiate {
+        error: wasmtime::Error,
+        stderr: String,
+    },
 }
 
 impl Instances {
@@ -143,7 +147,10 @@ impl Instances {
             tokio::time::timeout_at(deadline.into(), self.pre.instantiate_async(&mut store))
                 .await
                 .unwrap_or_else(|_| Err(DeadlineExceeded.into()))
-                .map_err(MakeError::Instantiate)?;
+                .map_err(|error| MakeError::Instantiate {
+                    error,
+                    stderr: String::from_utf8_lossy(&output.stderr.contents()).into_owned(),
+                })?;
         Ok(Fresh {
             store,
             instance,

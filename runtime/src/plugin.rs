@@ -291,7 +291,9 @@ impl Plugin {
                 output,
             }) => (store, instance, output),
             Err(MakeError::Setup(message)) => return Err(CallError::Setup(message)),
-            Err(MakeError::Instantiate(error)) => return Err(self.failure(&error, "")),
+            Err(MakeError::Instantiate { error, stderr }) => {
+                return Err(self.failure(&error, &stderr));
+            }
         };
         store.data_mut().set_events(events);
         *denials = store.data().denials();
