@@ -338,13 +338,27 @@ async fn serve(
     let (sources, fetched) = served.fetch().await?;
     // Fuel metering costs every plugin: only when one asks for it.
     let fuel = sources.iter().any(|s| s.limits.fuel.is_some());
+    let audit_path = audit.as_ref().map(|(path, _)| path.clone());
     let audit = match audit {
         Some((path, arguments)) => Some(Arc::new(AuditLog::open(&path, arguments)?)),
         None => None,
     };
-    let mut loader = Loader::new(moat::engine::new_engine_with_fuel(fuel)?, open_cache())
+    let cache = open_cache();
+    let protected: Vec<PathBuf> = [
+        served.config.clone(),
+        served.config.as_deref().map(moat::lock::Lock::path_for),
+        served.secrets.clone(),
+        audit_path,
+        policy.source.clone(),
+        cache.as_ref().map(|c| c.dir().to_path_buf()),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    let mut loader = Loader::new(moat::engine::new_engine_with_fuel(fuel)?, cache)
         .with_policy(policy)
-        .with_audit(audit);
+        .with_audit(audit)
+        .with_protected(protected);
     let outcome = tokio::task::block_in_place(|| loader.load_fetched(&sources, fetched))?;
     outcome.log();
     let registry = Arc::new(outcome.registry);

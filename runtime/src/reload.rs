@@ -106,6 +106,8 @@ pub struct Loader {
     /// Every load, the first and each reload, is admitted by the same policy.
     policy: Policy,
     audit: Option<Arc<AuditLog>>,
+    /// What no plugin may be granted write access to (see [`Loader::with_protected`]).
+    protected: Vec<PathBuf>,
     /// The plugins of the last load, by name.
     loaded: HashMap<String, Loaded>,
 }
@@ -155,6 +157,7 @@ impl Loader {
             cache,
             policy: Policy::none(),
             audit: None,
+            protected: Vec::new(),
             loaded: HashMap::new(),
         }
     }
@@ -163,6 +166,33 @@ impl Loader {
     pub fn with_policy(mut self, policy: Policy) -> Self {
         self.policy = policy;
         self
+    }
+
+    /// Refuses every plugin with a writable directory grant that contains one of `paths`: the
+    /// files that decide what plugins get (moat.toml, its lock, secrets, policy), the audit log
+    /// and the compiled-plugin cache. A plugin able to write them could widen its own grants at
+    /// the next reload, or plant native code in the cache.
+    pub fn with_protected(mut self, paths: impl IntoIterator<Item = PathBuf>) -> Self {
+        self.protected = paths.into_iter().map(|path| canonical(&path)).collect();
+        self
+    }
+
+    /// Why `source` may not load under [`Loader::with_protected`], if it may not.
+    fn exposure(&self, source: &PluginSource) -> Option<anyhow::Error> {
+        let (grant, protected) = source.grants.files.iter().find_map(|grant| {
+            let protected = self
+                .protected
+                .iter()
+                .find(|path| grant.writable && path.starts_with(&grant.host))?;
+            Some((grant, protected))
+        })?;
+        Some(anyhow::anyhow!(
+            "plugin \"{}\" is not loaded: its writable grant of {} contains {}, which decides \
+             what plugins may do; grant a folder that does not contain it, or grant it read-only",
+            source.name,
+            grant.host.display(),
+            protected.display()
+        ))
     }
 
     /// Gives every registry this loader builds the audit log.
@@ -193,6 +223,13 @@ impl Loader {
         let mut to_compile = Vec::new();
         assert_eq!(sources.len(), fetched.len(), "one fetch per source");
         for (index, (source, fetched)) in sources.iter().zip(fetched).enumerate() {
+            if let Some(error) = self.exposure(source) {
+                failed.push(LoadError {
+                    plugin: source.name.clone(),
+                    error,
+                });
+                continue;
+            }
             match fetched {
                 Ok(component) => {
                     let origin = Origin::of(source, &component);
@@ -509,4 +546,21 @@ impl Watched {
 
 fn absolute(path: &Path) -> PathBuf {
     std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf())
+}
+
+/// `path` made absolute with its symlinks resolved, as file grants are; for a file that does not
+/// exist yet (a lock file, an audit log), its folder's canonical path and its name.
+fn canonical(path: &Path) -> PathBuf {
+    if let Ok(path) = path.canonicalize() {
+        return path;
+    }
+    match (path.parent(), path.file_name()) {
+        (Some(parent), Some(name)) => canonical(if parent.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            parent
+        })
+        .join(name),
+        _ => path.to_path_buf(),
+    }
 }

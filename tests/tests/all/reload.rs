@@ -337,3 +337,57 @@ async fn a_cursor_stays_meaningful_across_a_swap() {
     assert_eq!(error.code, rmcp::model::ErrorCode::INVALID_PARAMS);
     fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn a_plugin_that_could_write_what_decides_its_grants_is_not_loaded() {
+    let dir = temp_dir("protected");
+    fs::copy(plugins::ECHO, dir.join("echo.wasm")).unwrap();
+    fs::create_dir_all(dir.join("data")).unwrap();
+    let config = dir.join("moat.toml");
+    let served = Served {
+        paths: vec![],
+        config: Some(config.clone()),
+        secrets: None,
+    };
+    let with_grant = |host: &str, mode: &str| {
+        fs::write(
+            &config,
+            format!(
+                "[plugins.echo]\npath = \"echo.wasm\"\n\
+                 files = [{{ host = \"{host}\", guest = \"/d\", mode = \"{mode}\" }}]\n"
+            ),
+        )
+        .unwrap();
+    };
+    let load_protected = || {
+        let mut loader = Loader::new(engine().clone(), None).with_protected([config.clone()]);
+        load(&mut loader, &served)
+    };
+
+    // Writing the folder that holds moat.toml would let the plugin widen its own grants.
+    with_grant(".", "rw");
+    let refused = load_protected();
+    assert!(refused.registry.plugins().is_empty());
+    let [failure] = &refused.failed[..] else {
+        panic!("{:?}", refused.failed)
+    };
+    let message = format!("{:#}", failure.error);
+    assert!(
+        message.contains("writable grant of")
+            && message.contains(&config.canonicalize().unwrap().display().to_string()),
+        "{message}"
+    );
+
+    // Reading it, or writing a folder beside it, is fine.
+    for (host, mode) in [(".", "ro"), ("data", "rw")] {
+        with_grant(host, mode);
+        let loaded = load_protected();
+        assert!(
+            loaded.failed.is_empty(),
+            "{host} {mode}: {:?}",
+            loaded.failed
+        );
+        assert!(tool_names(&loaded.registry).contains(&"echo_echo".to_string()));
+    }
+    fs::remove_dir_all(&dir).unwrap();
+}
