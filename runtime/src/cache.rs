@@ -4,9 +4,16 @@
 //! version, target, settings), so a changed plugin or engine simply misses. Loading a compiled
 //! artifact skips wasmtime's validation, so moat only ever loads what it wrote itself: every entry
 //! ends with a keyed BLAKE3 tag under a key that only this cache folder's owner can read, and an
-//! entry without a valid tag is ignored (and overwritten) rather than loaded. BLAKE3 rather than
-//! HMAC-SHA256 because the tag is checked over every compiled byte at every start: with fifty
-//! plugins that is ~90 MB, and the keyed hash is several times faster.
+//! entry without a valid tag is ignored (and overwritten) rather than loaded.
+//!
+//! Checking that tag means hashing every compiled byte: ~90 MB for fifty plugins, a third of a
+//! warm start. So once an entry has been written or checked, a *seal* beside it (`.seal`, keyed
+//! like the tag) records the file's identity and change times: the device, inode, size, mtime
+//! and ctime. A start whose entry still matches its seal skips the hash. Any write to the entry,
+//! a rename over it or a copy changes what the seal records (the kernel sets ctime, and only
+//! root can set the clock), and then the full tag is checked again. Both the tag and the seal
+//! are only as secret as the key file, which the cache folder's owner can read: they keep out
+//! other users and anything (a plugin's grant, a copied folder) that cannot read the key.
 
 use std::fs;
 use std::hash::{DefaultHasher, Hash, Hasher};
@@ -71,13 +78,18 @@ impl Cache {
         })
     }
 
+    /// The cache folder.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
     /// The compiled component for `wasm` (whose sha256 is `digest`): from the cache when a valid
     /// entry is there, otherwise compiled now and stored. A cache that cannot be written costs
     /// only the next start.
     pub fn component(&self, engine: &Engine, wasm: &[u8], digest: &Digest) -> Result<Component> {
         let path = self.entry_path(engine, digest);
-        if self.entry_is_valid(&path) {
-            // SAFETY: the tag proves this process's user wrote these bytes with `serialize` for
+        if self.entry_is_sealed(&path) || self.entry_is_valid(&path) && self.seal(&path) {
+            // SAFETY: the seal or the tag proves this process's user wrote these bytes with `serialize` for
             // this very engine configuration (the key and the engine hash are in the path and tag).
             // wasmtime maps the file instead of copying it (only the pages in use become
             // resident, and start-up copies nothing); that is sound because entries are only ever
@@ -110,7 +122,9 @@ impl Cache {
         };
         for entry in entries {
             let path = entry?.path();
-            let ours = path.extension().is_some_and(|e| e == "cwasm")
+            let ours = path
+                .extension()
+                .is_some_and(|e| e == "cwasm" || e == "seal")
                 || path.file_name().is_some_and(|n| n == "key");
             if ours {
                 fs::remove_file(&path).with_context(|| format!("removing {}", path.display()))?;
@@ -126,6 +140,50 @@ impl Cache {
         env!("CARGO_PKG_VERSION").hash(&mut hasher);
         self.dir
             .join(format!("{}-{:016x}.cwasm", digest.hex(), hasher.finish()))
+    }
+
+    /// Whether the entry at `path` is the very file its seal describes.
+    fn entry_is_sealed(&self, path: &Path) -> bool {
+        let seal_path = path.with_extension("seal");
+        let (Ok(seal), Some(expected)) = (fs::read(&seal_path), self.seal_of(path)) else {
+            return false;
+        };
+        check_private(&seal_path).is_ok()
+            && blake3::Hash::from_slice(&seal).is_ok_and(|seal| seal == expected)
+    }
+
+    /// Writes the seal of the entry at `path` (checked or written just now); true when the
+    /// entry may be loaded, which it may even when the seal could not be written.
+    fn seal(&self, path: &Path) -> bool {
+        let written = self
+            .seal_of(path)
+            .context("the entry is gone")
+            .and_then(|seal| write_renamed(&path.with_extension("seal"), &[seal.as_bytes()]));
+        if let Err(e) = written {
+            tracing::debug!("no seal for cache entry {}: {e:#}", path.display());
+        }
+        true
+    }
+
+    /// The keyed hash of the entry's name and of what the file system says of it.
+    fn seal_of(&self, path: &Path) -> Option<blake3::Hash> {
+        let meta = fs::metadata(path).ok()?;
+        let mut seal = self.mac(path);
+        seal.update(b"\0seal"); // never mistaken for an entry's tag
+        for field in [
+            meta.dev(),
+            meta.ino(),
+            meta.size(),
+            meta.mtime() as u64,
+            meta.mtime_nsec() as u64,
+            meta.ctime() as u64,
+            meta.ctime_nsec() as u64,
+            u64::from(meta.mode()),
+            u64::from(meta.uid()),
+        ] {
+            seal.update(&field.to_le_bytes());
+        }
+        Some(seal.finalize())
     }
 
     /// Whether `path` is an entry this cache wrote: private, with a tag that matches. The
@@ -171,21 +229,8 @@ impl Cache {
         let mut mac = self.mac(path);
         mac.update(artifact);
         let tag = mac.finalize();
-        // Write then rename, so a reader never sees half an entry; the counter keeps two loads
-        // of the same component in this process from sharing a temp file.
-        static WRITES: AtomicU64 = AtomicU64::new(0);
-        let write = WRITES.fetch_add(1, Ordering::Relaxed);
-        let temp = path.with_extension(format!("tmp{}-{write}", std::process::id()));
-        let mut file = fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(&temp)?;
-        file.write_all(artifact)?;
-        file.write_all(tag.as_bytes())?;
-        file.sync_all()?;
-        fs::rename(&temp, path)?;
+        write_renamed(path, &[artifact, tag.as_bytes()])?;
+        self.seal(path);
         Ok(())
     }
 
@@ -224,5 +269,28 @@ fn write_private(path: &Path, bytes: &[u8]) -> Result<()> {
         .open(path)
         .with_context(|| format!("creating {}", path.display()))?;
     file.write_all(bytes)?;
+    Ok(())
+}
+
+/// Writes `parts` to a private temp file, then renames it to `path`, so a reader never sees half
+/// a file. The counter keeps two writers in this process (two plugins with the same bytes) from
+/// sharing a temp file.
+fn write_renamed(path: &Path, parts: &[&[u8]]) -> Result<()> {
+    static WRITES: AtomicU64 = AtomicU64::new(0);
+    let write = WRITES.fetch_add(1, Ordering::Relaxed);
+    let mut name = path.as_os_str().to_owned();
+    name.push(format!(".tmp{}-{write}", std::process::id()));
+    let temp = PathBuf::from(name);
+    let mut file = fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&temp)?;
+    for part in parts {
+        file.write_all(part)?;
+    }
+    file.sync_all()?;
+    fs::rename(&temp, path)?;
     Ok(())
 }

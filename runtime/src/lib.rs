@@ -6,9 +6,9 @@
 //!
 //! The data path, module by module:
 //! [`config`] (what to load) → [`source`] (fetch it; [`lock`] pins it) → [`registry`] (plugins
-//! and tool names) → [`plugin`] (compile, discover, call) → [`values`] (arguments checked and
-//! converted) → [`host`] (what the guest may touch) → [`output`] (the result as MCP content) →
-//! [`server`] (MCP over stdio, or [`http`]).
+//! and tool names) → [`plugin`] (compile, discover, call, each call in an instance [`instances`]
+//! made for it) → [`values`] (arguments checked and converted) → [`host`] (what the guest may
+//! touch) → [`output`] (the result as MCP content) → [`server`] (MCP over stdio, or [`http`]).
 
 pub mod audit;
 pub mod cache;

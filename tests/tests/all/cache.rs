@@ -20,6 +20,20 @@ fn load(cache: &Cache, wasm: &[u8]) -> Component {
     cache.component(engine(), wasm, &Digest::of(wasm)).unwrap()
 }
 
+/// A cache in `dir` holding echo, whose entry then has one byte flipped: the cache, echo's
+/// bytes, the entry's path and its tampered bytes.
+fn cached_then_tampered(dir: &PathBuf) -> (Cache, Vec<u8>, PathBuf, Vec<u8>) {
+    let cache = Cache::open(dir).unwrap();
+    let wasm = fs::read(plugins::ECHO).unwrap();
+    load(&cache, &wasm);
+    let [entry] = entries(dir).try_into().unwrap();
+    let mut bytes = fs::read(&entry).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0xff;
+    fs::write(&entry, &bytes).unwrap();
+    (cache, wasm, entry, bytes)
+}
+
 fn entries(dir: &PathBuf) -> Vec<PathBuf> {
     let mut entries: Vec<PathBuf> = fs::read_dir(dir)
         .unwrap()
@@ -53,17 +67,48 @@ fn a_second_load_is_a_hit_and_rewrites_nothing() {
 #[test]
 fn a_tampered_entry_is_refused_and_replaced() {
     let dir = temp_dir("tampered");
+    let (cache, wasm, entry, bytes) = cached_then_tampered(&dir);
+
+    let component = load(&cache, &wasm);
+    assert!(component.get_export_index(None, "echo").is_some());
+    assert_ne!(
+        fs::read(&entry).unwrap(),
+        bytes,
+        "the entry was compiled anew"
+    );
+    fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn an_entry_whose_seal_no_longer_matches_is_checked_in_full_and_kept_when_sound() {
+    let dir = temp_dir("reseal");
     let cache = Cache::open(&dir).unwrap();
     let wasm = fs::read(plugins::ECHO).unwrap();
     load(&cache, &wasm);
     let [entry] = entries(&dir).try_into().unwrap();
-    let mut bytes = fs::read(&entry).unwrap();
-    let middle = bytes.len() / 2;
-    bytes[middle] ^= 0xff;
+    let seal = entry.with_extension("seal");
+    let sealed = fs::read(&seal).unwrap();
+    // A copy back in place: the same bytes, but another inode and other times.
+    let bytes = fs::read(&entry).unwrap();
+    fs::remove_file(&entry).unwrap();
     fs::write(&entry, &bytes).unwrap();
+    fs::set_permissions(&entry, fs::Permissions::from_mode(0o600)).unwrap();
 
     let component = load(&cache, &wasm);
     assert!(component.get_export_index(None, "echo").is_some());
+    assert_eq!(fs::read(&entry).unwrap(), bytes, "not compiled again");
+    assert_ne!(fs::read(&seal).unwrap(), sealed, "sealed anew");
+    fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_forged_seal_does_not_make_a_tampered_entry_load() {
+    let dir = temp_dir("forged-seal");
+    let (cache, wasm, entry, bytes) = cached_then_tampered(&dir);
+    // Without the key, the best a forger can do is a seal of its own making.
+    fs::write(entry.with_extension("seal"), [7u8; 32]).unwrap();
+
+    load(&cache, &wasm);
     assert_ne!(
         fs::read(&entry).unwrap(),
         bytes,
@@ -130,6 +175,6 @@ fn clear_removes_entries_and_the_key() {
     let dir = temp_dir("clear");
     let cache = Cache::open(&dir).unwrap();
     load(&cache, &fs::read(plugins::ECHO).unwrap());
-    assert_eq!(Cache::clear(&dir).unwrap(), 2);
+    assert_eq!(Cache::clear(&dir).unwrap(), 3, "entry, seal and key");
     assert!(entries(&dir).is_empty());
 }
