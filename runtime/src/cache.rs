@@ -88,9 +88,10 @@ impl Cache {
     /// only the next start.
     pub fn component(&self, engine: &Engine, wasm: &[u8], digest: &Digest) -> Result<Component> {
         let path = self.entry_path(engine, digest);
-        if self.entry_is_sealed(&path) || self.entry_is_valid(&path) && self.seal(&path) {
-            // SAFETY: the seal or the tag proves this process's user wrote these bytes with `serialize` for
-            // this very engine configuration (the key and the engine hash are in the path and tag).
+        if self.entry_is_trusted(&path) {
+            // SAFETY: the seal or the tag proves this process's user wrote these bytes with
+            // `serialize` for this very engine configuration (the key and the engine hash are in
+            // the path and tag).
             // wasmtime maps the file instead of copying it (only the pages in use become
             // resident, and start-up copies nothing); that is sound because entries are only ever
             // replaced by a rename, never rewritten in place. The tag after the artifact is
@@ -142,6 +143,19 @@ impl Cache {
             .join(format!("{}-{:016x}.cwasm", digest.hex(), hasher.finish()))
     }
 
+    /// Whether the entry at `path` may be loaded: it matches its seal, or else its tag (and is
+    /// sealed now, so the next start skips the hash).
+    fn entry_is_trusted(&self, path: &Path) -> bool {
+        if self.entry_is_sealed(path) {
+            return true;
+        }
+        if !self.entry_is_valid(path) {
+            return false;
+        }
+        self.seal(path);
+        true
+    }
+
     /// Whether the entry at `path` is the very file its seal describes.
     fn entry_is_sealed(&self, path: &Path) -> bool {
         let seal_path = path.with_extension("seal");
@@ -152,9 +166,9 @@ impl Cache {
             && blake3::Hash::from_slice(&seal).is_ok_and(|seal| seal == expected)
     }
 
-    /// Writes the seal of the entry at `path` (checked or written just now); true when the
-    /// entry may be loaded, which it may even when the seal could not be written.
-    fn seal(&self, path: &Path) -> bool {
+    /// Writes the seal of the entry at `path`, checked or written just now. Without one, the
+    /// next start checks the tag instead.
+    fn seal(&self, path: &Path) {
         let written = self
             .seal_of(path)
             .context("the entry is gone")
@@ -162,7 +176,6 @@ impl Cache {
         if let Err(e) = written {
             tracing::debug!("no seal for cache entry {}: {e:#}", path.display());
         }
-        true
     }
 
     /// The keyed hash of the entry's name and of what the file system says of it.
