@@ -34,7 +34,7 @@ use wasmtime::component::Val;
 
 use crate::http::{HttpServer, HttpSession, free_addr, load};
 use crate::procfs::{memory, mib, reset_peak};
-use crate::report::{Row, Target, machine, machine_line, table};
+use crate::report::{JUDGED, Row, Target, machine, machine_line, table};
 use crate::stats::{Stats, median, micros, millis};
 use crate::stdio::StdioServer;
 
@@ -192,8 +192,14 @@ fn run(cli: Cli) -> Result<()> {
     let machine = machine();
     println!("\n{}\n", machine_line(&machine));
     print!("{}", table(&bench.rows));
+    if !JUDGED {
+        println!(
+            "\na debug build: these figures show that each measurement runs, not how fast moat is"
+        );
+    }
     let report = json!({
         "mode": if cli.quick { "quick" } else { "full" },
+        "build": if JUDGED { "release" } else { "debug" },
         "machine": machine,
         "results": bench.rows.iter().map(Row::json).collect::<Vec<_>>(),
     });

@@ -15,6 +15,10 @@ pub enum Target {
     None,
 }
 
+/// Whether figures are compared with their targets: a debug build's (the quick mode's in CI)
+/// show that each measurement runs, not how fast moat is.
+pub const JUDGED: bool = !cfg!(debug_assertions);
+
 /// One line of the results.
 pub struct Row {
     pub id: &'static str,
@@ -31,6 +35,9 @@ impl Row {
     }
 
     fn met(&self) -> Option<bool> {
+        if !JUDGED {
+            return None;
+        }
         match self.target {
             Target::RatioAtMost(t) => self.ratio().map(|r| r <= t),
             Target::RatioAtLeast(t) => self.ratio().map(|r| r >= t),
