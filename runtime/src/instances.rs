@@ -205,10 +205,12 @@ struct Replacement {
 /// own stores.
 const MAX_BACKLOG: usize = 8;
 
+/// Replacements handed to the instance thread and not yet done.
+static BACKLOG: AtomicUsize = AtomicUsize::new(0);
+
 /// Hands `job` to the instance thread (started on first use); gives it back when that thread
 /// is [`MAX_BACKLOG`] jobs behind or could not start.
 fn background(job: Replacement) -> Result<(), Replacement> {
-    static BACKLOG: AtomicUsize = AtomicUsize::new(0);
     static JOBS: OnceLock<Option<Sender<Replacement>>> = OnceLock::new();
     let jobs = JOBS.get_or_init(|| {
         let (jobs, queue) = mpsc::channel::<Replacement>();
@@ -252,5 +254,144 @@ fn lower_priority() {
             "the instance thread keeps its priority: {}",
             std::io::Error::last_os_error()
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use wasmtime::Engine;
+    use wasmtime::component::{Component, Linker};
+
+    use super::*;
+
+    /// The instance thread and the counts are the process's: one test at a time uses them.
+    static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+    /// Instances of an empty component (the 8-byte preamble of a component binary), so that
+    /// only moat's bookkeeping is at work.
+    fn empty_plugin(engine: &Engine, name: &str) -> Arc<Instances> {
+        let component = Component::new(engine, b"\0asm\x0d\0\x01\0").expect("empty component");
+        let pre = Linker::new(engine)
+            .instantiate_pre(&component)
+            .expect("nothing to link");
+        let limits = Limits::default();
+        Arc::new(Instances::new(name.into(), pre, Grants::default(), limits))
+    }
+
+    fn deadline() -> Instant {
+        Instant::now() + Duration::from_secs(10)
+    }
+
+    async fn fresh(instances: &Instances) -> Fresh {
+        match instances.take(deadline()).await {
+            Ok(fresh) => fresh,
+            Err(_) => panic!("the empty component did not instantiate"),
+        }
+    }
+
+    async fn until(what: &str, done: impl Fn() -> bool) {
+        let give_up = Instant::now() + Duration::from_secs(30);
+        while !done() {
+            assert!(Instant::now() < give_up, "gave up waiting for {what}");
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+    }
+
+    fn backlog_done() -> bool {
+        BACKLOG.load(Ordering::Acquire) == 0
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_stalled_instance_thread_is_handed_no_more_than_max_backlog_stores() {
+        let _serial = SERIAL.lock().await;
+        let engine = crate::engine::new_engine().unwrap();
+        let plugin = empty_plugin(&engine, "stalled");
+        let mut used = Vec::new();
+        for _ in 0..MAX_BACKLOG + 3 {
+            used.push(fresh(&plugin).await.store);
+        }
+
+        // The thread looks at the plugin's waiting slot before it makes an instance: holding
+        // that lock stalls it on its first job.
+        let slot = plugin.ready.lock().unwrap();
+        let mut handed = 0;
+        for store in used {
+            let job = Replacement {
+                instances: plugin.clone(),
+                used: store,
+                runtime: Handle::current(),
+            };
+            match background(job) {
+                Ok(()) => handed += 1,
+                Err(job) => drop(job.used),
+            }
+        }
+        assert_eq!(handed, MAX_BACKLOG);
+        assert_eq!(BACKLOG.load(Ordering::Acquire), MAX_BACKLOG);
+        drop(slot);
+
+        until("the instance thread to catch up", backlog_done).await;
+        assert!(
+            plugin.ready.lock().unwrap().is_some(),
+            "no instance was made ahead"
+        );
+        assert_eq!(READY.load(Ordering::Acquire), 1);
+        // Caught up, it takes work again.
+        let used = fresh(&plugin).await.store;
+        assert_eq!(READY.load(Ordering::Acquire), 0);
+        plugin.replace(used);
+        until("the instance thread", backlog_done).await;
+        assert_eq!(READY.load(Ordering::Acquire), 1);
+        drop(plugin);
+        // The instance thread may still hold the plugin a moment after its last job.
+        until("the waiting instances to go", || {
+            READY.load(Ordering::Acquire) == 0
+        })
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn no_more_than_max_ready_instances_wait_for_calls() {
+        let _serial = SERIAL.lock().await;
+        let engine = crate::engine::new_engine().unwrap();
+        let plugins: Vec<_> = (0..MAX_READY + 6)
+            .map(|n| empty_plugin(&engine, &format!("p{n}")))
+            .collect();
+        let waiting = || {
+            plugins
+                .iter()
+                .filter(|p| p.ready.lock().unwrap().is_some())
+                .count()
+        };
+        assert_eq!(waiting(), 0, "a plugin never called holds no instance");
+
+        // One call of each plugin, one at a time, so that the thread is never behind.
+        for plugin in &plugins {
+            let used = fresh(plugin).await.store;
+            plugin.replace(used);
+            until("the instance thread", backlog_done).await;
+        }
+        assert_eq!(waiting(), MAX_READY);
+        assert_eq!(READY.load(Ordering::Acquire), MAX_READY);
+
+        // A call takes a waiting instance, and its replacement takes the room it left.
+        let called = plugins
+            .iter()
+            .find(|p| p.ready.lock().unwrap().is_some())
+            .unwrap();
+        let used = fresh(called).await.store;
+        assert_eq!(READY.load(Ordering::Acquire), MAX_READY - 1);
+        called.replace(used);
+        until("the instance thread", backlog_done).await;
+        assert_eq!(waiting(), MAX_READY);
+
+        drop(plugins);
+        // The instance thread may still hold the plugin a moment after its last job.
+        until("the waiting instances to go", || {
+            READY.load(Ordering::Acquire) == 0
+        })
+        .await;
     }
 }
