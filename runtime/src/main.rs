@@ -261,17 +261,20 @@ async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Verify { key, policy, file } => verify(key, policy, file),
         Command::Policy { action } => match action {
             PolicyAction::Check { trust, config } => {
-                policy_check(&Policy::resolve(trust.policy.as_deref())?, &config, None)
+                policy_check(&Policy::resolve(trust.policy.as_deref())?, &config, None).await
             }
             PolicyAction::Explain {
                 trust,
                 config,
                 plugin,
-            } => policy_check(
-                &Policy::resolve(trust.policy.as_deref())?,
-                &config,
-                Some(&plugin),
-            ),
+            } => {
+                policy_check(
+                    &Policy::resolve(trust.policy.as_deref())?,
+                    &config,
+                    Some(&plugin),
+                )
+                .await
+            }
         },
         Command::Call {
             plugin,
@@ -481,12 +484,20 @@ async fn push(file: &Path, target: &str) -> Result<ExitCode> {
     };
     let wasm = read_wasm(file)?;
     moat::source::check_component(&wasm).with_context(|| file.display().to_string())?;
+    let signature = signing::read_detached(file)?;
     let pushed = Fetcher::new(None, Progress::for_stderr())
-        .push(&oci, &wasm)
+        .push(&oci, &wasm, signature.as_deref())
         .await?;
     let pinned = oci.pinned(&pushed.manifest);
+    let signed = match signature {
+        Some(_) => format!(
+            ", with its signature {}",
+            signing::signature_path(file).display()
+        ),
+        None => String::new(),
+    };
     tracing::info!(
-        "pushed {} to {oci}, manifest {}",
+        "pushed {} to {oci}, manifest {}{signed}",
         file.display(),
         pushed.manifest
     );
@@ -693,31 +704,26 @@ fn verify(key: Option<PathBuf>, policy: Option<PathBuf>, file: PathBuf) -> Resul
 
 /// `moat policy check` (every plugin, `only` = None) and `moat policy explain` (one plugin):
 /// admits each plugin of the config as `serve` would, without compiling or running it.
-fn policy_check(
+async fn policy_check(
     policy: &Policy,
     config_path: &std::path::Path,
     only: Option<&str>,
 ) -> Result<ExitCode> {
-    let sources = config::read(config_path)?;
-    let sources: Vec<&PluginSource> = match only {
-        Some(name) => vec![
-            sources
-                .iter()
-                .find(|s| s.name == name)
-                .with_context(|| format!("{} has no plugin \"{name}\"", config_path.display()))?,
-        ],
-        None => sources.iter().collect(),
-    };
+    let mut sources = config::read(config_path)?;
+    if let Some(name) = only {
+        sources.retain(|s| s.name == name);
+        if sources.is_empty() {
+            bail!("{} has no plugin \"{name}\"", config_path.display());
+        }
+    }
+    // Remote plugins are fetched (or revalidated) as `serve` would: a policy decides on the
+    // bytes and the signature that came with them.
+    let fetched = fetch_all(&Fetcher::from_env(), &sources).await;
     let mut refused = 0;
     let mut out = String::new();
-    for source in sources {
-        let admitted = source.source.read_local().and_then(|fetched| {
-            let signature = match &source.source {
-                Source::File(path) => signing::read_detached(path)?,
-                _ => None,
-            };
-            policy.admit(source, &fetched, signature.as_deref())
-        });
+    for (source, fetched) in sources.iter().zip(fetched) {
+        let admitted = fetched
+            .and_then(|fetched| policy.admit(source, &fetched, fetched.signature.as_deref()));
         match admitted {
             Err(error) => {
                 refused += 1;

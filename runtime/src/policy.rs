@@ -372,16 +372,11 @@ impl Policy {
     }
 }
 
-/// Checks the plugin at `source` (its component read once) against `policy`, reading its
-/// detached signature, and logs what became of its grants. The error says why it may not load.
+/// Checks the plugin at `source` (its component and signature fetched once) against `policy`,
+/// and logs what became of its grants. The error says why it may not load.
 pub fn admit(policy: &Policy, source: &PluginSource, component: &Fetched) -> Result<Admitted> {
-    let signature = match &source.source {
-        crate::source::Source::File(path) => signing::read_detached(path)?,
-        // Detached signatures travel beside files only: a fetched plugin counts as unsigned.
-        _ => None,
-    };
     let admitted = policy
-        .admit(source, component, signature.as_deref())
+        .admit(source, component, component.signature.as_deref())
         .with_context(|| format!("plugin \"{}\" is not loaded", source.name))?;
     admitted.log(&source.name);
     Ok(admitted)

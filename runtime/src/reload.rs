@@ -121,6 +121,8 @@ struct Loaded {
 #[derive(PartialEq)]
 struct Origin {
     digest: String,
+    /// A new, changed or removed signature is admitted anew.
+    signature: Option<String>,
     /// The source's name, path, limits and grants, compared through their `Debug` form so that
     /// any setting added to [`PluginSource`] later takes part too.
     settings: String,
@@ -130,6 +132,7 @@ impl Origin {
     fn of(source: &PluginSource, fetched: &Fetched) -> Self {
         Self {
             digest: fetched.digest.to_string(),
+            signature: fetched.signature.clone(),
             settings: format!("{source:?}"),
         }
     }
@@ -494,12 +497,14 @@ impl Watched {
         served: &Served,
         sources: &[PluginSource],
     ) {
+        // A plugin file and its signature beside it.
         let mut files: HashSet<PathBuf> = sources
             .iter()
             .filter_map(|s| match &s.source {
                 Source::File(path) => Some(absolute(path)),
                 _ => None,
             })
+            .flat_map(|path| [crate::signing::signature_path(&path), path])
             .collect();
         files.extend(served.config.as_deref().map(absolute));
         let plugin_folders: HashSet<PathBuf> = served
@@ -537,7 +542,9 @@ impl Watched {
 
     fn matters(&self, path: &Path) -> bool {
         self.files.contains(path)
-            || path.extension().is_some_and(|e| e == "wasm")
+            || path
+                .extension()
+                .is_some_and(|e| e == "wasm" || e == "minisig")
                 && path
                     .parent()
                     .is_some_and(|folder| self.plugin_folders.contains(folder))

@@ -6,6 +6,7 @@ import asyncio
 import json
 import os
 import queue
+import socket
 import subprocess
 import threading
 import time
@@ -28,6 +29,28 @@ DEADLINE_MS = 300
 
 # How long a test waits for something that should happen at once (a notification, a log line).
 SETTLE_SECONDS = 5.0
+
+
+def free_port() -> int:
+    """A loopback port nothing listens on now."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def wait_for_port(port: int, process: subprocess.Popen[Any], log: Path, timeout: float = 120) -> None:
+    """Waits until `process` listens on 127.0.0.1:`port`; fails the test, with its `log`, if it
+    ends or the time runs out first."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            if process.poll() is not None or time.monotonic() > deadline:
+                process.kill()
+                pytest.fail(f"{process.args} did not start:\n{log.read_text(errors='replace')}")
+            time.sleep(0.05)
 
 
 

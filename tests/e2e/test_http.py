@@ -4,9 +4,7 @@ the endpoint's guards (Origin, Host, body size) checked on the wire."""
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -14,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from mcp import Client
-from support import MODES
+from support import MODES, free_port, wait_for_port
 
 INITIALIZE = {
     "jsonrpc": "2.0",
@@ -28,32 +26,18 @@ INITIALIZE = {
 }
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def http_url(moat_bin: Path, moat_toml: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     port = free_port()
-    stderr = (tmp_path_factory.mktemp("http") / "moat.stderr").open("w")
+    log = tmp_path_factory.mktemp("http") / "moat.stderr"
+    stderr = log.open("w")
     process = subprocess.Popen(
         [str(moat_bin), "serve", "--config", str(moat_toml), "--http", f"127.0.0.1:{port}"],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=stderr,
     )
-    deadline = time.monotonic() + 120
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            break
-        except OSError:
-            if process.poll() is not None or time.monotonic() > deadline:
-                process.kill()
-                pytest.fail(f"moat --http did not start (exit {process.poll()})")
-            time.sleep(0.1)
+    wait_for_port(port, process, log)
     yield f"http://127.0.0.1:{port}/mcp"
     process.terminate()
     process.wait(timeout=10)

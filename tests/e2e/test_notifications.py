@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import uuid
 
-import pytest
 from mcp.types import LOG_LEVEL_META_KEY
 from support import LEGACY, MODERN, Served, Servers
 

@@ -13,7 +13,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import time
 from collections.abc import AsyncIterator, Callable
@@ -25,7 +24,7 @@ import pytest
 from mcp import Client, MCPError, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.types import ToolListChangedNotification
-from support import LEGACY, MODERN
+from support import LEGACY, MODERN, free_port, wait_for_port
 
 # How long a reload may take: moat waits for the files to settle, then compiles what changed.
 RELOAD_SECONDS = 60.0
@@ -69,12 +68,6 @@ class Watched:
             cursor = page.next_cursor
             if cursor is None:
                 return names
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def moat_env() -> dict[str, str]:
@@ -127,19 +120,6 @@ async def serving(
                 watched = Watched(client, stderr_path, None)
                 await client.list_tools()  # moat has loaded its plugins
                 yield watched
-
-
-def wait_for_port(port: int, process: subprocess.Popen[bytes], stderr_path: Path) -> None:
-    deadline = time.monotonic() + 120
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return
-        except OSError:
-            if process.poll() is not None or time.monotonic() > deadline:
-                process.kill()
-                pytest.fail(f"moat --http did not start\n{stderr_path.read_text(errors='replace')}")
-            time.sleep(0.1)
 
 
 def write_config(path: Path, entries: dict[str, Path], extra: str = "") -> None:

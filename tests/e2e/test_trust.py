@@ -9,17 +9,15 @@ import hashlib
 import json
 import os
 import shutil
-import socket
 import stat
 import subprocess
-import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 from mcp import Client, MCPError, StdioServerParameters
 from mcp.client.stdio import stdio_client
-from support import LEGACY
+from support import LEGACY, RawServer, free_port, wait_for_port
 
 
 def run(*args: str | Path, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -132,6 +130,70 @@ def test_a_malformed_or_refusing_policy_stops_serve(
     assert result.returncode == 2 and "writable by others" in result.stderr
 
 
+@pytest.fixture
+def oci_registry(tmp_path: Path) -> Iterator[str]:
+    """Debian's docker-registry (the CNCF distribution registry) on a free loopback port."""
+    if shutil.which("docker-registry") is None:
+        pytest.fail("docker-registry is missing (./dev test installs it)")
+    port = free_port()
+    config = tmp_path / "registry.yml"
+    config.write_text(
+        "version: 0.1\nlog:\n  level: error\n"
+        f"storage:\n  filesystem:\n    rootdirectory: {tmp_path / 'registry'}\n"
+        f"http:\n  addr: 127.0.0.1:{port}\n"
+    )
+    log = tmp_path / "registry.log"
+    with log.open("w") as stderr:
+        registry = subprocess.Popen(
+            ["docker-registry", "serve", str(config)], stdout=subprocess.DEVNULL, stderr=stderr
+        )
+        wait_for_port(port, registry, log, timeout=20)
+        yield f"127.0.0.1:{port}"
+        registry.kill()
+        registry.wait()
+
+
+def test_a_signed_push_is_admitted_after_a_pull_and_an_unsigned_one_is_refused(
+    moat_bin: Path,
+    plugin: Callable[[str], Path],
+    raw_server: Callable[..., RawServer],
+    tmp_path: Path,
+    keys: tuple[Path, Path],
+    oci_registry: str,
+) -> None:
+    public, secret = keys
+    wasm = tmp_path / "echo.wasm"
+    shutil.copy(plugin("echo"), wasm)
+    unsigned = f"oci://{oci_registry}/acme/echo:unsigned"
+    run(moat_bin, "push", wasm, unsigned)
+    # `moat push` takes the signature that lies beside the file along, in the artifact.
+    run(moat_bin, "sign", "--key", secret, wasm)
+    signed = f"oci://{oci_registry}/acme/echo:signed"
+    pushed = run(moat_bin, "push", wasm, signed)
+    assert "with its signature" in pushed.stderr, pushed.stderr
+
+    key = public.read_text().splitlines()[1]
+    policy = write_policy(
+        tmp_path / "policy.toml",
+        f'require_signatures = true\n[publishers]\nacme = "{key}"\n[[allow]]\npublisher = "acme"\n',
+    )
+    config = tmp_path / "moat.toml"
+    config.write_text(
+        f'[plugins.signed]\nsource = "{signed}"\n\n[plugins.unsigned]\nsource = "{unsigned}"\n'
+    )
+    check = run(moat_bin, "policy", "check", "--policy", policy, "--config", config, check=False)
+    assert check.returncode == 1, check
+    assert "signed: allowed by [[allow]] rule 1" in check.stdout
+    assert "signed by: acme" in check.stdout
+    assert "unsigned: refused:" in check.stdout and "the plugin is unsigned" in check.stdout
+
+    server = raw_server("--policy", str(policy), "--config", str(config))
+    server.initialize()
+    tools = [tool["name"] for tool in server.request("tools/list")["result"]["tools"]]
+    assert "signed_echo" in tools and not any(t.startswith("unsigned_") for t in tools), tools
+    assert 'plugin "unsigned" is not loaded' in server.stderr()
+
+
 def canonical(value: object) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
@@ -176,9 +238,7 @@ async def test_the_audit_log_records_every_call_and_no_tool_changes_grants(
 async def test_over_http_the_policy_picks_the_address_and_the_audit_log_names_the_session(
     moat_bin: Path, plugin: Callable[[str], Path], tmp_path: Path
 ) -> None:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     policy = write_policy(
         tmp_path / "policy.toml", f'http_bind = ["127.0.0.1:{port}"]\n[[allow]]\nname = "*"\n'
     )
@@ -189,21 +249,15 @@ async def test_over_http_the_policy_picks_the_address_and_the_audit_log_names_th
     assert refused.returncode == 2 and f"does not allow binding 127.0.0.2:{port}" in refused.stderr
 
     audit = tmp_path / "audit.jsonl"
-    with (tmp_path / "stderr").open("w") as stderr:
+    log = tmp_path / "stderr"
+    with log.open("w") as stderr:
         process = subprocess.Popen(
             [str(moat_bin), "serve", "--policy", str(policy), "--audit", str(audit),
              "--http", f"127.0.0.1:{port}", str(plugin("echo"))],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr,
         )
         try:
-            deadline = time.monotonic() + 120
-            while True:
-                try:
-                    socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                    break
-                except OSError:
-                    assert process.poll() is None and time.monotonic() < deadline, "moat did not start"
-                    time.sleep(0.1)
+            wait_for_port(port, process, log)
             async with Client(f"http://127.0.0.1:{port}/mcp", mode=LEGACY) as client:
                 await client.call_tool("echo_echo", {"message": "over http"})
         finally:

@@ -53,6 +53,10 @@ pub struct Fetched {
     /// Where the bytes came from, for people: a path, a URL, a registry reference with its
     /// manifest digest, each with a note when they came from the cache.
     pub origin: String,
+    /// The publisher's detached minisign signature that came with the bytes: `FILE.minisig`
+    /// beside a file, `URL.minisig` beside a URL, an annotation of a registry artifact's layer.
+    /// Where it came from does not matter: it is verified against the bytes, by the policy.
+    pub signature: Option<String>,
 }
 
 impl Source {
@@ -128,6 +132,7 @@ impl Source {
                     digest: Digest::of(&wasm),
                     wasm,
                     origin: path.display().to_string(),
+                    signature: crate::signing::read_detached(path)?,
                 })
             }
             Self::Dir(path) => bail!("{} is a folder, not one plugin", path.display()),
@@ -208,7 +213,11 @@ impl Fetcher {
         match source {
             Source::File(_) | Source::Dir(_) => source.read_local(),
             Source::Url(url) => {
-                url::fetch(self.http()?, self.store.as_ref(), url, &self.progress).await
+                let http = self.http()?;
+                let store = self.store.as_ref();
+                let mut fetched = url::fetch(http, store, url, &self.progress).await?;
+                fetched.signature = url::fetch_signature(http, store, url, &fetched.digest).await;
+                Ok(fetched)
             }
             Source::Oci(oci) => {
                 oci.pull(self.store.as_ref(), &self.progress, &*self.env)
@@ -217,10 +226,16 @@ impl Fetcher {
         }
     }
 
-    /// Publishes a component to `target` as a Wasm OCI artifact.
-    pub async fn push(&self, target: &OciSource, wasm: &[u8]) -> Result<oci::Pushed> {
+    /// Publishes a component to `target` as a Wasm OCI artifact, with its detached signature
+    /// if it has one.
+    pub async fn push(
+        &self,
+        target: &OciSource,
+        wasm: &[u8],
+        signature: Option<&str>,
+    ) -> Result<oci::Pushed> {
         let spinner = self.progress.spinner(&format!("pushing to {target}"));
-        let pushed = target.push(wasm, &*self.env).await;
+        let pushed = target.push(wasm, signature, &*self.env).await;
         spinner.finish_and_clear();
         pushed
     }

@@ -29,6 +29,10 @@ type Env = dyn Fn(&str) -> Option<String> + Send + Sync;
 pub const WASM_LAYER_MEDIA_TYPE: &str = "application/wasm";
 /// The media type of the config that describes it.
 pub const WASM_CONFIG_MEDIA_TYPE: &str = "application/vnd.wasm.config.v0+json";
+/// The annotation of the component's layer that carries the publisher's detached minisign
+/// signature (the signature file in base64: registries store manifests as canonical JSON, whose
+/// strings keep line breaks raw), so that a signed artifact stays one manifest and one layer.
+pub const SIGNATURE_ANNOTATION: &str = "dev.moat.signature.minisign";
 
 /// An `oci://` source: a registry, a repository and a tag or a manifest digest.
 #[derive(Clone, Debug)]
@@ -50,6 +54,16 @@ impl fmt::Display for OciSource {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "oci://{}", self.text)
     }
+}
+
+/// The signature file in a layer's annotation. One that is not base64 is handed on as it is,
+/// for the policy to refuse as no signature.
+fn decode_signature(encoded: &str) -> String {
+    base64::engine::general_purpose::STANDARD
+        .decode(encoded)
+        .ok()
+        .and_then(|bytes| String::from_utf8(bytes).ok())
+        .unwrap_or_else(|| encoded.to_string())
 }
 
 /// What a push published.
@@ -119,11 +133,17 @@ impl OciSource {
             .digest
             .parse()
             .with_context(|| format!("{self}: the layer's digest"))?;
+        let signature = layer
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(SIGNATURE_ANNOTATION))
+            .map(|encoded| decode_signature(encoded));
         if let Some(wasm) = store.and_then(|store| store.blob(&digest)) {
             return Ok(Fetched {
                 wasm,
                 digest,
                 origin: format!("{self} (manifest {manifest_digest}; component kept from before)"),
+                signature,
             });
         }
         if layer.size < 0 || layer.size as u64 > MAX_COMPONENT_BYTES {
@@ -164,11 +184,18 @@ impl OciSource {
             wasm,
             digest,
             origin: format!("{self} (manifest {manifest_digest})"),
+            signature,
         })
     }
 
-    /// Publishes `wasm` as a Wasm OCI artifact under this reference's tag.
-    pub(super) async fn push(&self, wasm: &[u8], env: &Env) -> Result<Pushed> {
+    /// Publishes `wasm` as a Wasm OCI artifact under this reference's tag, its layer annotated
+    /// with the publisher's `signature` if there is one.
+    pub(super) async fn push(
+        &self,
+        wasm: &[u8],
+        signature: Option<&str>,
+        env: &Env,
+    ) -> Result<Pushed> {
         check_component(wasm)?;
         if self.reference.digest().is_some() {
             bail!("{self}: push to a tag, not to a digest");
@@ -180,10 +207,14 @@ impl OciSource {
             WASM_CONFIG_MEDIA_TYPE.to_string(),
             None,
         );
+        let annotations = signature.map(|signature| {
+            let encoded = base64::engine::general_purpose::STANDARD.encode(signature);
+            BTreeMap::from([(SIGNATURE_ANNOTATION.to_string(), encoded)])
+        });
         let layers = [ImageLayer::new(
             wasm.to_vec(),
             WASM_LAYER_MEDIA_TYPE.to_string(),
-            None,
+            annotations,
         )];
         let manifest = OciImageManifest::build(&layers, &config, None);
         let (client, auth) = self.client(env)?;

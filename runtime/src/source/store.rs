@@ -1,6 +1,7 @@
 //! Downloaded components on disk, by digest, and what moat knows of each URL it downloaded.
 //!
-//! `blobs/sha256-<hex>.wasm` holds a component; `urls/<sha256 of the URL>.json` the URL's
+//! `blobs/sha256-<hex>.wasm` holds a component, `blobs/sha256-<hex>.minisig` the publisher's
+//! signature that came with it; `urls/<sha256 of the URL>.json` the URL's
 //! validators and the digest it last gave. A blob is hashed again whenever it is read, so a
 //! changed or truncated file is treated as missing, never handed on.
 
@@ -8,6 +9,7 @@ use std::fs;
 use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
@@ -66,6 +68,20 @@ impl Store {
         write_atomically(&self.blob_path(digest), bytes)
     }
 
+    /// The publisher's signature kept with the component with this digest, if any. It needs
+    /// no check here: the policy verifies it against the component's bytes.
+    pub fn signature(&self, digest: &Digest) -> Option<String> {
+        fs::read_to_string(self.blob_path(digest).with_extension("minisig")).ok()
+    }
+
+    /// Keeps the publisher's signature of the component with this digest.
+    pub fn put_signature(&self, digest: &Digest, text: &str) -> Result<()> {
+        write_atomically(
+            &self.blob_path(digest).with_extension("minisig"),
+            text.as_bytes(),
+        )
+    }
+
     /// What the last download of `url` gave, if anything.
     pub fn url_record(&self, url: &str) -> Option<UrlRecord> {
         let text = fs::read(self.url_path(url)).ok()?;
@@ -92,7 +108,15 @@ impl Store {
 
 /// Write then rename, so a reader never sees half a file.
 fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
-    let temp = path.with_extension(format!("tmp{}", std::process::id()));
+    // A name of its own for each write: two fetches of one URL may keep the same file at once.
+    static WRITES: AtomicU64 = AtomicU64::new(0);
+    let mut temp = path.as_os_str().to_owned();
+    temp.push(format!(
+        ".tmp{}-{}",
+        std::process::id(),
+        WRITES.fetch_add(1, Ordering::Relaxed)
+    ));
+    let temp = PathBuf::from(temp);
     let mut file = fs::OpenOptions::new()
         .write(true)
         .create(true)

@@ -73,6 +73,7 @@ pub(super) async fn fetch(
                 wasm,
                 digest: record.digest,
                 origin: format!("{url} (kept copy; the server was unreachable)"),
+                signature: None,
             });
         }
     };
@@ -83,6 +84,7 @@ pub(super) async fn fetch(
                 wasm,
                 digest: record.digest,
                 origin: format!("{url} (unchanged since the last download)"),
+                signature: None,
             });
         }
         bail!("{url}: the server answered 304 Not Modified to a request that was not conditional");
@@ -146,7 +148,77 @@ pub(super) async fn fetch(
         wasm,
         digest,
         origin: url.to_string(),
+        signature: None,
     })
+}
+
+/// The longest signature file moat reads: a minisign signature with a long trusted comment.
+const MAX_SIGNATURE_BYTES: usize = 16 << 10;
+
+/// The publisher's signature of the component at `url` (whose sha256 is `digest`), published
+/// beside it as `URL.minisig`. None when the server has none (404 or 410); when it cannot be
+/// asked, the one kept from the last download of the same bytes, with a warning.
+pub(super) async fn fetch_signature(
+    http: &reqwest::Client,
+    store: Option<&Store>,
+    url: &Url,
+    digest: &Digest,
+) -> Option<String> {
+    let mut signature_url = url.clone();
+    signature_url.set_path(&format!("{}.minisig", url.path()));
+    match download_signature(http, &signature_url).await {
+        Ok(Some(text)) => {
+            if let Some(store) = store
+                && let Err(error) = store.put_signature(digest, &text)
+            {
+                tracing::warn!("{signature_url}: the signature could not be kept: {error:#}");
+            }
+            Some(text)
+        }
+        Ok(None) => None,
+        Err(error) => {
+            let kept = store.and_then(|store| store.signature(digest));
+            let using = if kept.is_some() {
+                "using the one kept from before"
+            } else {
+                "none kept"
+            };
+            tracing::warn!("{signature_url}: {error:#}; {using}");
+            kept
+        }
+    }
+}
+
+async fn download_signature(http: &reqwest::Client, url: &Url) -> Result<Option<String>> {
+    let response = http
+        .get(url.clone())
+        .send()
+        .await
+        .with_context(|| format!("cannot reach {}", host_of(url)))?;
+    match response.status() {
+        StatusCode::NOT_FOUND | StatusCode::GONE => return Ok(None),
+        status if !status.is_success() => {
+            bail!("the signature could not be fetched (HTTP {status})")
+        }
+        _ => {}
+    }
+    if response
+        .content_length()
+        .is_some_and(|n| n > MAX_SIGNATURE_BYTES as u64)
+    {
+        bail!("the signature is over {MAX_SIGNATURE_BYTES} bytes");
+    }
+    let mut text = Vec::new();
+    let mut body = response.bytes_stream();
+    while let Some(chunk) = body.next().await {
+        text.extend_from_slice(&chunk.context("the download broke off")?);
+        if text.len() > MAX_SIGNATURE_BYTES {
+            bail!("the signature is over {MAX_SIGNATURE_BYTES} bytes");
+        }
+    }
+    String::from_utf8(text)
+        .map(Some)
+        .context("the signature is not text")
 }
 
 fn host_of(url: &Url) -> String {

@@ -110,6 +110,51 @@ fn a_changed_setting_loads_the_plugin_again_with_it() {
     fs::remove_dir_all(&dir).unwrap();
 }
 
+#[test]
+fn a_changed_or_removed_signature_is_admitted_anew() {
+    let dir = temp_dir("signature");
+    let (public, secret) = crate::trust::key_pair(&dir, "acme");
+    let wasm = dir.join("echo.wasm");
+    fs::copy(plugins::ECHO, &wasm).unwrap();
+    let sign = || {
+        let args = [
+            "-S",
+            "-s",
+            secret.to_str().unwrap(),
+            "-m",
+            wasm.to_str().unwrap(),
+        ];
+        crate::trust::minisign(&args);
+    };
+    sign();
+    let served = Served {
+        paths: vec![wasm.clone()],
+        config: None,
+        secrets: None,
+    };
+    let policy = crate::trust::signing_policy(&public);
+    let mut loader = Loader::new(engine().clone(), None).with_policy(policy);
+    assert_eq!(load(&mut loader, &served).compiled, ["echo"]);
+    assert_eq!(load(&mut loader, &served).unchanged, ["echo"]);
+
+    // The same bytes signed again (a new timestamp): admitted again, by the same publisher.
+    std::thread::sleep(Duration::from_millis(1100));
+    sign();
+    let resigned = load(&mut loader, &served);
+    assert_eq!(resigned.compiled, ["echo"]);
+    let echo = plugin(&resigned.registry, "echo");
+    assert_eq!(echo.admission.publisher.as_deref(), Some("acme"));
+
+    // Without its signature it is refused; the version admitted before stays served.
+    fs::remove_file(moat::signing::signature_path(&wasm)).unwrap();
+    let unsigned = load(&mut loader, &served);
+    assert!(unsigned.unchanged.is_empty() && unsigned.compiled.is_empty());
+    let error = format!("{:#}", unsigned.failed[0].error);
+    assert!(error.contains("the plugin is unsigned"), "{error}");
+    assert_eq!(unsigned.kept, ["echo"]);
+    fs::remove_dir_all(&dir).unwrap();
+}
+
 #[tokio::test]
 async fn a_bad_file_keeps_the_version_loaded_before() {
     let dir = temp_dir("bad");

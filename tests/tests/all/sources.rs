@@ -16,6 +16,8 @@ use moat::policy::Policy;
 use moat::registry::{PluginSource, Registry};
 use moat::source::{Digest, Fetched, Fetcher, OciSource, Progress, Source, Store};
 use moat_tests::{call, engine, plugins, structured};
+
+use crate::trust;
 use serde_json::json;
 
 const ECHO: &str = plugins::ECHO;
@@ -163,7 +165,7 @@ async fn push_then_pull_by_tag_and_by_digest() {
     let fetcher = fetcher(&store.0, &[]);
     let tagged = registry.source("moat/echo:1.0");
 
-    let pushed = fetcher.push(&tagged, &read(ECHO)).await.unwrap();
+    let pushed = fetcher.push(&tagged, &read(ECHO), None).await.unwrap();
     assert_eq!(pushed.digest, Digest::of(&read(ECHO)));
     assert!(pushed.manifest.starts_with("sha256:"), "{pushed:?}");
 
@@ -207,7 +209,7 @@ async fn registry_errors_are_precise() {
     let store = TempDir::new("errors-store");
     let fetcher = fetcher(&store.0, &[]);
     fetcher
-        .push(&registry.source("moat/echo:1"), &read(ECHO))
+        .push(&registry.source("moat/echo:1"), &read(ECHO), None)
         .await
         .unwrap();
 
@@ -274,7 +276,7 @@ async fn registry_errors_are_precise() {
 
     // moat itself does not push what is not a component.
     let refused = fetcher
-        .push(&registry.source("moat/bad:1"), b"<html></html>")
+        .push(&registry.source("moat/bad:1"), b"<html></html>", None)
         .await;
     assert!(error_of(refused).contains("not a WebAssembly component"));
 
@@ -298,7 +300,9 @@ async fn registry_credentials_come_from_a_docker_config_or_the_environment() {
     let store = TempDir::new("auth-store");
     let source = registry.source("private/echo:1");
 
-    let anonymous = fetcher(&store.0, &[]).push(&source, &read(ECHO)).await;
+    let anonymous = fetcher(&store.0, &[])
+        .push(&source, &read(ECHO), None)
+        .await;
     let error = error_of(anonymous);
     assert!(
         error.contains("access denied by 127.0.0.1") && error.contains("no credentials given"),
@@ -312,7 +316,7 @@ async fn registry_credentials_come_from_a_docker_config_or_the_environment() {
             ("MOAT_REGISTRY_PASSWORD", "secret"),
         ],
     );
-    from_env.push(&source, &read(ECHO)).await.unwrap();
+    from_env.push(&source, &read(ECHO), None).await.unwrap();
 
     let wrong = fetcher(
         &store.0,
@@ -347,7 +351,7 @@ async fn a_moved_tag_is_refused_until_relocked() {
     let config_dir = TempDir::new("lock-config");
     let fetcher = fetcher(&store.0, &[]);
     let tag = registry.source("moat/tool:stable");
-    fetcher.push(&tag, &read(ECHO)).await.unwrap();
+    fetcher.push(&tag, &read(ECHO), None).await.unwrap();
 
     let sources = vec![PluginSource {
         name: "tool".into(),
@@ -376,7 +380,7 @@ async fn a_moved_tag_is_refused_until_relocked() {
     assert!(fetched[0].is_ok());
 
     // Someone pushes another component under the same tag: refused, with both digests.
-    fetcher.push(&tag, &read(TEXT)).await.unwrap();
+    fetcher.push(&tag, &read(TEXT), None).await.unwrap();
     let mut fetched = vec![fetcher.fetch(&sources[0].source).await];
     lock.enforce(&config_dir.0, &sources, &mut fetched);
     let error = error_of(fetched.pop().unwrap());
@@ -558,4 +562,172 @@ fn a_folder_is_every_component_in_it() {
     assert!(errors.is_empty());
     let digests: Vec<Digest> = registry.plugins().iter().map(|p| p.digest).collect();
     assert_eq!(digests, [Digest::of(&read(ECHO)), Digest::of(&read(TEXT))]);
+}
+
+/// Files an HTTP server hands out by path, each with the status it answers.
+type Files = Arc<Mutex<HashMap<String, (StatusCode, Vec<u8>)>>>;
+
+async fn start_file_server(files: Files) -> SocketAddr {
+    use axum::extract::{Path as UrlPath, State};
+    let app = axum::Router::new()
+        .route(
+            "/{*path}",
+            axum::routing::get(
+                |State(files): State<Files>, UrlPath(path): UrlPath<String>| async move {
+                    match files.lock().unwrap().get(&path) {
+                        Some((status, body)) => (*status, body.clone()).into_response(),
+                        None => StatusCode::NOT_FOUND.into_response(),
+                    }
+                },
+            ),
+        )
+        .with_state(files);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    addr
+}
+
+/// Loads a fetched `echo` under `policy`: the publisher it was admitted as, or why not.
+fn admit(source: Source, fetched: Fetched, policy: &Policy) -> Result<Option<String>, String> {
+    let sources = [PluginSource {
+        name: "echo".into(),
+        source,
+        limits: Default::default(),
+        grants: Default::default(),
+    }];
+    let (registry, errors) =
+        Registry::load_fetched(engine(), &sources, vec![Ok(fetched)], None, policy).unwrap();
+    match errors.into_iter().next() {
+        Some(error) => Err(format!("{:#}", error.error)),
+        None => Ok(registry.plugins()[0].admission.publisher.clone()),
+    }
+}
+
+/// The minisign tool's signature of `wasm` by `secret`.
+fn signature_of(wasm: &Path, secret: &Path) -> String {
+    trust::minisign(&[
+        "-S",
+        "-s",
+        secret.to_str().unwrap(),
+        "-m",
+        wasm.to_str().unwrap(),
+    ]);
+    std::fs::read_to_string(moat::signing::signature_path(wasm)).unwrap()
+}
+
+/// In a fresh folder: `echo` signed by "acme", a signature of other bytes by the same key, and
+/// a policy that admits only plugins acme signed.
+fn signed_echo(name: &str) -> (PathBuf, String, String, Policy) {
+    let dir = trust::temp_dir(name);
+    let (public, secret) = trust::key_pair(&dir, "acme");
+    let echo = dir.join("echo.wasm");
+    std::fs::copy(ECHO, &echo).unwrap();
+    let text = dir.join("text.wasm");
+    std::fs::copy(TEXT, &text).unwrap();
+    let (signature, other) = (signature_of(&echo, &secret), signature_of(&text, &secret));
+    (dir, signature, other, trust::signing_policy(&public))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_signature_published_beside_a_url_is_verified() {
+    let (dir, signature, other, policy) = signed_echo("url-signed");
+    let files: Files = Default::default();
+    for folder in ["signed", "unsigned", "mismatched"] {
+        let wasm = (StatusCode::OK, read(ECHO));
+        files
+            .lock()
+            .unwrap()
+            .insert(format!("{folder}/echo.wasm"), wasm);
+    }
+    let signature_at = |folder: &str, answer: Option<(StatusCode, &str)>| {
+        let path = format!("{folder}/echo.wasm.minisig");
+        let mut files = files.lock().unwrap();
+        match answer {
+            Some((status, text)) => files.insert(path, (status, text.as_bytes().to_vec())),
+            None => files.remove(&path),
+        };
+    };
+    signature_at("signed", Some((StatusCode::OK, &signature)));
+    signature_at("mismatched", Some((StatusCode::OK, &other)));
+    let addr = start_file_server(files.clone()).await;
+    let store = TempDir::new("url-signed-store");
+    let fetcher = fetcher(&store.0, &[]);
+    let source = |folder: &str| {
+        Source::parse(&format!("http://{addr}/{folder}/echo.wasm"), Path::new("")).unwrap()
+    };
+
+    let signed = fetcher.fetch(&source("signed")).await.unwrap();
+    assert_eq!(signed.signature.as_deref(), Some(signature.as_str()));
+    assert_eq!(
+        admit(source("signed"), signed, &policy),
+        Ok(Some("acme".into()))
+    );
+
+    // A server that cannot hand out the signature now: the one kept with these bytes is used.
+    signature_at("signed", Some((StatusCode::SERVICE_UNAVAILABLE, "")));
+    let kept = fetcher.fetch(&source("signed")).await.unwrap();
+    assert_eq!(kept.signature.as_deref(), Some(signature.as_str()));
+    // A server that says there is none is believed.
+    signature_at("signed", None);
+    let withdrawn = fetcher.fetch(&source("signed")).await.unwrap();
+    assert_eq!(withdrawn.signature, None);
+
+    let unsigned = fetcher.fetch(&source("unsigned")).await.unwrap();
+    assert_eq!(unsigned.signature, None);
+    let error = admit(source("unsigned"), unsigned, &policy).unwrap_err();
+    assert!(error.contains("and the plugin is unsigned"), "{error}");
+
+    let mismatched = fetcher.fetch(&source("mismatched")).await.unwrap();
+    let error = admit(source("mismatched"), mismatched, &policy).unwrap_err();
+    assert!(
+        error.contains("does not match the component's bytes"),
+        "{error}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_signature_pushed_with_an_artifact_is_verified_after_a_pull() {
+    let (dir, signature, other, policy) = signed_echo("oci-signed");
+    let registry = TestRegistry::start("signed", None);
+    let store = TempDir::new("oci-signed-store");
+    let fetcher = fetcher(&store.0, &[]);
+    let tags =
+        ["signed", "unsigned", "mismatched"].map(|t| registry.source(&format!("acme/echo:{t}")));
+    let [signed, unsigned, mismatched] = &tags;
+    fetcher
+        .push(signed, &read(ECHO), Some(&signature))
+        .await
+        .unwrap();
+    fetcher.push(unsigned, &read(ECHO), None).await.unwrap();
+    fetcher
+        .push(mismatched, &read(ECHO), Some(&other))
+        .await
+        .unwrap();
+
+    // The first pull downloads the component, the second finds it kept: both bring the
+    // signature from the artifact.
+    for _ in 0..2 {
+        let fetched = fetcher.fetch(&Source::Oci(signed.clone())).await.unwrap();
+        assert_eq!(fetched.signature.as_deref(), Some(signature.as_str()));
+        let source = Source::Oci(signed.clone());
+        assert_eq!(admit(source, fetched, &policy), Ok(Some("acme".into())));
+    }
+
+    let fetched = fetcher.fetch(&Source::Oci(unsigned.clone())).await.unwrap();
+    assert_eq!(fetched.signature, None);
+    let error = admit(Source::Oci(unsigned.clone()), fetched, &policy).unwrap_err();
+    assert!(error.contains("and the plugin is unsigned"), "{error}");
+
+    let fetched = fetcher
+        .fetch(&Source::Oci(mismatched.clone()))
+        .await
+        .unwrap();
+    let error = admit(Source::Oci(mismatched.clone()), fetched, &policy).unwrap_err();
+    assert!(
+        error.contains("does not match the component's bytes"),
+        "{error}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -16,7 +16,7 @@ use moat_tests::{call, engine, plugins, structured, text};
 use serde_json::json;
 
 /// A fresh folder for one test.
-fn temp_dir(name: &str) -> PathBuf {
+pub(crate) fn temp_dir(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("moat-trust-{name}-{}", std::process::id()));
     let _ = fs::remove_dir_all(&dir);
     fs::create_dir_all(&dir).unwrap();
@@ -24,7 +24,7 @@ fn temp_dir(name: &str) -> PathBuf {
 }
 
 /// Runs the `minisign` tool, failing the test with its output if it fails.
-fn minisign(args: &[&str]) -> String {
+pub(crate) fn minisign(args: &[&str]) -> String {
     let output = Command::new("minisign")
         .args(args)
         .output()
@@ -39,7 +39,7 @@ fn minisign(args: &[&str]) -> String {
 }
 
 /// A key pair made by `minisign -G` in `dir`: (public key file, secret key file).
-fn key_pair(dir: &Path, name: &str) -> (PathBuf, PathBuf) {
+pub(crate) fn key_pair(dir: &Path, name: &str) -> (PathBuf, PathBuf) {
     let public = dir.join(format!("{name}.pub"));
     let secret = dir.join(format!("{name}.key"));
     minisign(&[
@@ -54,7 +54,7 @@ fn key_pair(dir: &Path, name: &str) -> (PathBuf, PathBuf) {
 }
 
 /// The base64 line of a `minisign.pub` file, as a policy names a publisher.
-fn key_line(public: &Path) -> String {
+pub(crate) fn key_line(public: &Path) -> String {
     fs::read_to_string(public)
         .unwrap()
         .lines()
@@ -93,7 +93,7 @@ fn load(
     }
 }
 
-fn signing_policy(acme_public: &Path) -> Policy {
+pub(crate) fn signing_policy(acme_public: &Path) -> Policy {
     Policy::parse(&format!(
         "require_signatures = true\n[publishers]\nacme = \"{}\"\n[[allow]]\npublisher = \"acme\"\n",
         key_line(acme_public)
