@@ -9,12 +9,14 @@
 //! serves two calls, so nothing a call leaves in guest memory reaches another; a plugin that is
 //! never called holds no instance, and one that is holds one at most, [`MAX_READY`] in all so
 //! that waiting instances never take the pool's room from calls. When that thread falls
-//! behind, calls do the work themselves, so used instances never pile up in the pool either.
+//! behind, calls do the work themselves, so used instances never pile up in the pool either;
+//! and a plugin whose start is slow (or fails) holds it up for [`AHEAD_BUDGET`] once, after
+//! which its calls make their own instances until one is quick again.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Sender};
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use tokio::runtime::Handle;
 
@@ -38,6 +40,11 @@ pub const MAX_READY: usize = crate::engine::MAX_LIVE_INSTANCES as usize / 4;
 /// Instances waiting now, across all plugins.
 static READY: AtomicUsize = AtomicUsize::new(0);
 
+/// The longest the instance thread spends making one instance ahead of a call. A plugin whose
+/// start takes longer, or fails, has its instances made on the call's path until one is made
+/// within this again: no plugin's start holds up the thread that serves every plugin.
+pub const AHEAD_BUDGET: Duration = Duration::from_millis(250);
+
 /// An instance not yet used, its store and the pipes its stdout and stderr go to.
 pub struct Fresh {
     pub store: Store<HostState>,
@@ -52,6 +59,8 @@ pub struct Instances {
     grants: Grants,
     limits: Limits,
     ready: Mutex<Option<Fresh>>,
+    /// Whether the instance thread makes this plugin's instances ([`AHEAD_BUDGET`]).
+    ahead: AtomicBool,
 }
 
 /// How making an instance failed: in its set-up, or in instantiation (a trap, the deadline),
@@ -77,6 +86,7 @@ impl Instances {
             grants,
             limits,
             ready: Mutex::new(None),
+            ahead: AtomicBool::new(true),
         }
     }
 
@@ -89,7 +99,14 @@ impl Instances {
         }
         let mut fresh = match ready {
             Some(fresh) => fresh,
-            None => self.make(deadline).await?,
+            None => {
+                let started = Instant::now();
+                let fresh = self.make(deadline).await?;
+                if started.elapsed() < AHEAD_BUDGET {
+                    self.ahead.store(true, Ordering::Relaxed);
+                }
+                fresh
+            }
         };
         self.arm(&mut fresh.store, deadline)
             .map_err(|e| MakeError::Setup(format!("{e:#}")))?;
@@ -109,14 +126,16 @@ impl Instances {
         }
     }
 
-    /// Makes the next call's instance unless one is waiting already, or [`MAX_READY`] are.
+    /// Makes the next call's instance unless one is waiting already, or [`MAX_READY`] are, or
+    /// the plugin's instances take too long to make.
     fn replenish(&self, runtime: &Handle) {
-        if self.ready.lock().expect("instance lock").is_some()
+        if !self.ahead.load(Ordering::Relaxed)
+            || self.ready.lock().expect("instance lock").is_some()
             || READY.load(Ordering::Acquire) >= MAX_READY
         {
             return;
         }
-        let deadline = Instant::now() + self.limits.deadline;
+        let deadline = Instant::now() + self.limits.deadline.min(AHEAD_BUDGET);
         match runtime.block_on(self.make(deadline)) {
             Ok(fresh) => {
                 let mut ready = self.ready.lock().expect("instance lock");
@@ -126,10 +145,13 @@ impl Instances {
                 }
             }
             // The next call makes its own instance and reports what goes wrong.
-            Err(_) => tracing::debug!(
-                plugin = &*self.plugin,
-                "no instance made ahead of the next call"
-            ),
+            Err(_) => {
+                self.ahead.store(false, Ordering::Relaxed);
+                tracing::debug!(
+                    plugin = &*self.plugin,
+                    "no instance made within {AHEAD_BUDGET:?}: the next calls make their own"
+                );
+            }
         }
     }
 
@@ -280,6 +302,47 @@ mod tests {
         Arc::new(Instances::new(name.into(), pre, Grants::default(), limits))
     }
 
+    /// Instances of a component whose start function never returns.
+    fn endless_start(engine: &Engine) -> Arc<Instances> {
+        use wasm_encoder::{
+            BlockType, CodeSection, Function, FunctionSection, InstanceSection, Module,
+            ModuleSection, StartSection, TypeSection,
+        };
+        let mut types = TypeSection::new();
+        types.ty().function([], []);
+        let mut functions = FunctionSection::new();
+        functions.function(0);
+        let mut body = Function::new([]);
+        body.instructions()
+            .loop_(BlockType::Empty)
+            .br(0)
+            .end()
+            .end();
+        let mut code = CodeSection::new();
+        code.function(&body);
+        let mut module = Module::new();
+        module
+            .section(&types)
+            .section(&functions)
+            .section(&StartSection { function_index: 0 })
+            .section(&code);
+        let mut instances = InstanceSection::new();
+        instances.instantiate(0, Vec::<(&str, wasm_encoder::ModuleArg)>::new());
+        let mut component = wasm_encoder::Component::new();
+        component
+            .section(&ModuleSection(&module))
+            .section(&instances);
+        let component = Component::new(engine, component.finish()).expect("a valid component");
+        let pre = Linker::new(engine).instantiate_pre(&component).unwrap();
+        let limits = Limits::default();
+        Arc::new(Instances::new(
+            "endless".into(),
+            pre,
+            Grants::default(),
+            limits,
+        ))
+    }
+
     fn deadline() -> Instant {
         Instant::now() + Duration::from_secs(10)
     }
@@ -393,5 +456,47 @@ mod tests {
             READY.load(Ordering::Acquire) == 0
         })
         .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_slow_start_holds_up_the_instance_thread_once_not_per_call() {
+        let _serial = SERIAL.lock().await;
+        let engine = crate::engine::new_engine().unwrap();
+        let replenish = |plugin: &Arc<Instances>| {
+            let (plugin, runtime) = (plugin.clone(), Handle::current());
+            tokio::task::spawn_blocking(move || {
+                let started = Instant::now();
+                plugin.replenish(&runtime);
+                started.elapsed()
+            })
+        };
+
+        let endless = endless_start(&engine);
+        let first = replenish(&endless).await.unwrap();
+        assert!(
+            first >= AHEAD_BUDGET && first < Limits::default().deadline,
+            "made for {first:?}, not for the budget of {AHEAD_BUDGET:?}"
+        );
+        assert!(!endless.ahead.load(Ordering::Relaxed));
+        assert!(endless.ready.lock().unwrap().is_none());
+        // From then on the thread leaves it alone: its calls make their own instances.
+        let second = replenish(&endless).await.unwrap();
+        assert!(second < AHEAD_BUDGET, "tried again for {second:?}");
+        let call = endless
+            .take(Instant::now() + Duration::from_millis(100))
+            .await;
+        assert!(matches!(call, Err(MakeError::Instantiate { .. })));
+        assert!(!endless.ahead.load(Ordering::Relaxed));
+
+        // A plugin whose call makes an instance quickly gets them made ahead again.
+        let quick = empty_plugin(&engine, "quick");
+        quick.ahead.store(false, Ordering::Relaxed);
+        let used = fresh(&quick).await.store;
+        assert!(quick.ahead.load(Ordering::Relaxed));
+        drop(used);
+        replenish(&quick).await.unwrap();
+        assert!(quick.ready.lock().unwrap().is_some());
+        drop(quick);
+        assert_eq!(READY.load(Ordering::Acquire), 0);
     }
 }
