@@ -362,6 +362,9 @@ fn parse(
             if limits.max_concurrent_calls == 0 {
                 bail!("plugin \"{name}\": max_concurrent_calls must be at least 1");
             }
+            if let Some((secrets, _)) = &lookup.secrets {
+                refuse_exposed_secrets(&name, &grants, secrets)?;
+            }
             let source =
                 plugin_source(&entry, base).with_context(|| format!("plugin \"{name}\""))?;
             Ok(PluginSource {
@@ -372,6 +375,23 @@ fn parse(
             })
         })
         .collect()
+}
+
+/// Refuses a directory grant, read-only or not, that contains the secrets file: its values are
+/// every plugin's credentials, injected by the host so that no guest sees them.
+fn refuse_exposed_secrets(plugin: &str, grants: &Grants, secrets: &Path) -> Result<()> {
+    let Ok(secrets) = secrets.canonicalize() else {
+        return Ok(());
+    };
+    match grants.files.iter().find(|g| secrets.starts_with(&g.host)) {
+        Some(grant) => bail!(
+            "plugin \"{plugin}\": its grant of {} contains the secrets file {}, which holds \
+             every plugin's secrets; keep the secrets file outside the folders plugins are granted",
+            grant.host.display(),
+            secrets.display()
+        ),
+        None => Ok(()),
+    }
 }
 
 /// The one component a plugin entry names, by `path` or by `source`.
@@ -558,6 +578,46 @@ mod tests {
         )
         .unwrap_err();
         assert!(error.to_string().contains("may hold only"), "{error}");
+    }
+
+    #[test]
+    fn no_grant_may_contain_the_secrets_file() {
+        let dir = std::env::temp_dir().join(format!("moat-config-exposed-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("keys")).unwrap();
+        std::fs::create_dir_all(dir.join("data")).unwrap();
+        let secrets = dir.join("keys/secrets.toml");
+        std::fs::write(&secrets, "TOKEN = \"tok\"\n").unwrap();
+        set_mode(&secrets, 0o600);
+        let env = |_: &str| None;
+        let config = |folder: &str| {
+            format!(
+                "secrets = \"keys/secrets.toml\"\n[plugins.notes]\npath = \"n.wasm\"\n\
+                 files = [{{ host = \"{folder}\", guest = \"/d\", mode = \"ro\" }}]\n"
+            )
+        };
+        parse(&config("data"), &dir, &env, None).unwrap();
+        // Read-only is enough to read every plugin's secrets: refused, from the file's folder or
+        // any folder above it, whether the config or the command line names the secrets file.
+        for folder in ["keys", "."] {
+            let error = format!(
+                "{:#}",
+                parse(&config(folder), &dir, &env, None).unwrap_err()
+            );
+            assert!(
+                error.contains("plugin \"notes\": its grant of")
+                    && error.contains("contains the secrets file"),
+                "{error}"
+            );
+        }
+        let flag = "[plugins.notes]\npath = \"n.wasm\"\n\
+                    files = [{ host = \".\", guest = \"/d\", mode = \"rw\" }]\n";
+        let error = parse(flag, &dir, &env, Some(&secrets)).unwrap_err();
+        assert!(
+            format!("{error:#}").contains("contains the secrets file"),
+            "{error:#}"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
