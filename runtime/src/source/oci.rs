@@ -20,6 +20,7 @@ use oci_client::secrets::RegistryAuth;
 use oci_client::{Client, Reference};
 use serde::Serialize;
 
+use super::store::OciRecord;
 use super::{Digest, Fetched, MAX_COMPONENT_BYTES, Progress, Store, check_component, is_loopback};
 
 /// How credentials are looked up in the environment.
@@ -124,10 +125,16 @@ impl OciSource {
         env: &Env,
     ) -> Result<Fetched> {
         let (client, auth) = self.client(env)?;
-        let (manifest, manifest_digest) = client
+        let (manifest, manifest_digest) = match client
             .pull_image_manifest(&self.reference, &auth.auth)
             .await
-            .map_err(|e| self.explain(e, &auth))?;
+        {
+            Ok(pulled) => pulled,
+            Err(OciDistributionError::RequestError(e)) if e.is_connect() || e.is_timeout() => {
+                return self.kept(store, &e);
+            }
+            Err(e) => return Err(self.explain(e, &auth)),
+        };
         let layer = wasm_layer(&manifest).with_context(|| format!("{self}"))?;
         let digest: Digest = layer
             .digest
@@ -138,6 +145,17 @@ impl OciSource {
             .as_ref()
             .and_then(|a| a.get(SIGNATURE_ANNOTATION))
             .map(|encoded| decode_signature(encoded));
+        let record = OciRecord {
+            reference: self.text.clone(),
+            manifest: manifest_digest.clone(),
+            digest,
+            signature: signature.clone(),
+        };
+        if let Some(store) = store
+            && let Err(error) = store.put_oci_record(&record)
+        {
+            tracing::warn!("{self}: what the registry gave could not be kept: {error:#}");
+        }
         if let Some(wasm) = store.and_then(|store| store.blob(&digest)) {
             return Ok(Fetched {
                 wasm,
@@ -185,6 +203,32 @@ impl OciSource {
             digest,
             origin: format!("{self} (manifest {manifest_digest})"),
             signature,
+        })
+    }
+
+    /// When the registry cannot be reached: the component (and signature) the last pull of this
+    /// reference gave, if the store kept them, with a warning.
+    fn kept(&self, store: Option<&Store>, error: &reqwest::Error) -> Result<Fetched> {
+        let registry = self.registry();
+        let kept = store.and_then(|store| {
+            let record = store.oci_record(&self.text)?;
+            Some((store.blob(&record.digest)?, record))
+        });
+        let Some((wasm, record)) = kept else {
+            bail!("{self}: cannot reach the registry {registry}: {error}");
+        };
+        tracing::warn!(
+            "{self}: cannot reach {registry} ({error}); using the copy pulled before, {}",
+            record.digest
+        );
+        Ok(Fetched {
+            wasm,
+            digest: record.digest,
+            origin: format!(
+                "{self} (manifest {}; kept copy, the registry was unreachable)",
+                record.manifest
+            ),
+            signature: record.signature,
         })
     }
 

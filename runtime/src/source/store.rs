@@ -2,7 +2,8 @@
 //!
 //! `blobs/sha256-<hex>.wasm` holds a component, `blobs/sha256-<hex>.minisig` the publisher's
 //! signature that came with it; `urls/<sha256 of the URL>.json` the URL's
-//! validators and the digest it last gave. A blob is hashed again whenever it is read, so a
+//! validators and the digest it last gave, `oci/<sha256 of the reference>.json` the manifest,
+//! component digest and signature a registry reference last gave. A blob is hashed again whenever it is read, so a
 //! changed or truncated file is treated as missing, never handed on.
 
 use std::fs;
@@ -31,6 +32,18 @@ pub struct UrlRecord {
     pub last_modified: Option<String>,
 }
 
+/// What the last pull of a registry reference gave.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct OciRecord {
+    /// The reference as the operator wrote it (after `oci://`).
+    pub reference: String,
+    pub manifest: String,
+    /// The component layer's digest.
+    pub digest: Digest,
+    /// The publisher's signature the artifact carried.
+    pub signature: Option<String>,
+}
+
 impl Store {
     /// `sources/` in moat's cache folder (see [`crate::cache::Cache::default_dir`]).
     pub fn default_dir() -> Option<PathBuf> {
@@ -39,7 +52,7 @@ impl Store {
 
     /// Opens (creating it if need be) a store only the current user can enter.
     pub fn open(dir: &Path) -> Result<Self> {
-        for sub in ["blobs", "urls"] {
+        for sub in ["blobs", "urls", "oci"] {
             fs::DirBuilder::new()
                 .recursive(true)
                 .mode(0o700)
@@ -94,6 +107,18 @@ impl Store {
         write_atomically(&self.url_path(&record.url), &json)
     }
 
+    /// What the last pull of `reference` gave, if anything.
+    pub fn oci_record(&self, reference: &str) -> Option<OciRecord> {
+        let text = fs::read(self.record_path("oci", reference)).ok()?;
+        let record: OciRecord = serde_json::from_slice(&text).ok()?;
+        (record.reference == reference).then_some(record)
+    }
+
+    pub fn put_oci_record(&self, record: &OciRecord) -> Result<()> {
+        let json = serde_json::to_vec_pretty(record)?;
+        write_atomically(&self.record_path("oci", &record.reference), &json)
+    }
+
     fn blob_path(&self, digest: &Digest) -> PathBuf {
         self.dir
             .join("blobs")
@@ -101,8 +126,13 @@ impl Store {
     }
 
     fn url_path(&self, url: &str) -> PathBuf {
-        let key = Digest::of(url.as_bytes()).hex();
-        self.dir.join("urls").join(format!("{key}.json"))
+        self.record_path("urls", url)
+    }
+
+    /// `folder/<sha256 of key>.json`.
+    fn record_path(&self, folder: &str, key: &str) -> PathBuf {
+        let key = Digest::of(key.as_bytes()).hex();
+        self.dir.join(folder).join(format!("{key}.json"))
     }
 }
 

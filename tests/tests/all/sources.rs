@@ -731,3 +731,49 @@ async fn a_signature_pushed_with_an_artifact_is_verified_after_a_pull() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_kept_pull_serves_while_the_registry_is_away() {
+    let (dir, signature, _, policy) = signed_echo("oci-offline");
+    let registry = TestRegistry::start("offline", None);
+    let store = TempDir::new("oci-offline-store");
+    let tag = registry.source("acme/echo:1");
+    let pushed = fetcher(&store.0, &[])
+        .push(&tag, &read(ECHO), Some(&signature))
+        .await
+        .unwrap();
+    fetcher(&store.0, &[])
+        .fetch(&Source::Oci(tag.clone()))
+        .await
+        .unwrap();
+
+    let host = registry.host.clone();
+    drop(registry);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while TcpStream::connect(&host).is_ok() {
+        assert!(Instant::now() < deadline, "the registry did not stop");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let kept = fetcher(&store.0, &[])
+        .fetch(&Source::Oci(tag.clone()))
+        .await
+        .unwrap();
+    assert_eq!(kept.digest, pushed.digest);
+    assert!(
+        kept.origin.contains("registry was unreachable") && kept.origin.contains(&pushed.manifest),
+        "{}",
+        kept.origin
+    );
+    // The signature was kept too: the plugin is still admitted as acme's.
+    assert_eq!(kept.signature.as_deref(), Some(signature.as_str()));
+    let admitted = admit(Source::Oci(tag.clone()), kept, &policy);
+    assert_eq!(admitted, Ok(Some("acme".into())));
+
+    let empty = TempDir::new("oci-offline-empty");
+    let error = error_of(fetcher(&empty.0, &[]).fetch(&Source::Oci(tag)).await);
+    assert!(
+        error.contains(&format!("cannot reach the registry {host}")),
+        "{error}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
