@@ -1,6 +1,6 @@
 //! The `memory` plugin: a knowledge graph of entities, observations and relations, kept in a JSONL
 //! file in a granted directory. Every call reads the file, changes the graph and writes it back
-//! whole, so nothing lives in the plugin between calls.
+//! whole (holding a lock file beside it meanwhile), so nothing lives in the plugin between calls.
 
 mod store;
 
@@ -149,6 +149,7 @@ impl Guest for Memory {
 /// Loads the graph, lets `update` change it, and saves it unless `update` failed.
 fn change<T>(update: impl FnOnce(&mut Graph) -> Result<T, String>) -> Result<T, String> {
     let store = Store::open()?;
+    let _lock = store.lock()?;
     let mut graph = store.load()?;
     let result = update(&mut graph)?;
     store.save(&graph)?;

@@ -5,6 +5,7 @@
 use std::fs;
 use std::io::{ErrorKind, Write};
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant, SystemTime};
 
 use serde::{Deserialize, Serialize};
 
@@ -33,9 +34,29 @@ enum Line {
     },
 }
 
+/// How long a call waits for another call's change of the graph to end.
+const LOCK_WAIT: Duration = Duration::from_secs(10);
+/// A lock this old was left by a call stopped mid-change (its deadline, say): a change itself
+/// takes milliseconds.
+const LOCK_STALE: Duration = Duration::from_secs(10);
+
 /// Where the graph lives.
 pub struct Store {
     path: PathBuf,
+}
+
+/// The right to change the graph, held from reading it to writing it back: calls that run at
+/// once (a model's parallel tool calls) would otherwise each write back the graph they read,
+/// losing the others' changes. WASI has no file locks, but creating a file that must not exist
+/// yet is atomic.
+pub struct Lock {
+    path: PathBuf,
+}
+
+impl Drop for Lock {
+    fn drop(&mut self) {
+        let _ = fs::remove_file(&self.path);
+    }
 }
 
 impl Store {
@@ -64,6 +85,36 @@ impl Store {
             ));
         }
         Ok(Self { path })
+    }
+
+    /// Waits for the other calls changing the graph, then holds it until the lock is dropped.
+    pub fn lock(&self) -> Result<Lock, String> {
+        let name = self.path.file_name().unwrap_or_default().to_string_lossy();
+        let path = self.dir().join(format!(".{name}.lock"));
+        let started = Instant::now();
+        loop {
+            match fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&path)
+            {
+                Ok(_) => return Ok(Lock { path }),
+                Err(e) if e.kind() == ErrorKind::AlreadyExists => {
+                    if is_stale(&path) {
+                        let _ = fs::remove_file(&path);
+                    } else if started.elapsed() > LOCK_WAIT {
+                        return Err(format!(
+                            "{} is being changed by another call that has not finished in {} s",
+                            self.path.display(),
+                            LOCK_WAIT.as_secs()
+                        ));
+                    } else {
+                        std::thread::sleep(Duration::from_millis(1));
+                    }
+                }
+                Err(e) => return Err(self.error("change", &e)),
+            }
+        }
     }
 
     /// The graph in the file; none yet is an empty graph.
@@ -130,7 +181,7 @@ impl Store {
             text.push_str(&serde_json::to_string(&line).expect("strings serialise"));
             text.push('\n');
         }
-        let dir = self.path.parent().unwrap_or(Path::new("/"));
+        let dir = self.dir();
         let name = self.path.file_name().unwrap_or_default().to_string_lossy();
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -148,6 +199,10 @@ impl Store {
         })
     }
 
+    fn dir(&self) -> &Path {
+        self.path.parent().unwrap_or(Path::new("/"))
+    }
+
     fn error(&self, action: &str, error: &std::io::Error) -> String {
         let path = self.path.display();
         match error.kind() {
@@ -160,6 +215,15 @@ impl Store {
             _ => format!("cannot {action} {path}: {error}"),
         }
     }
+}
+
+/// Whether the lock at `path` was taken over [`LOCK_STALE`] ago.
+fn is_stale(path: &Path) -> bool {
+    fs::metadata(path)
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|taken| SystemTime::now().duration_since(taken).ok())
+        .is_some_and(|age| age > LOCK_STALE)
 }
 
 /// `path` with `.` dropped and each `..` removing the name before it (never above `/`).

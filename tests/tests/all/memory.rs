@@ -188,6 +188,60 @@ async fn the_graph_is_built_searched_and_pruned_through_every_tool() {
     assert!(names.is_empty(), "temporary files left: {names:?}");
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn changes_made_at_once_are_all_kept() {
+    // A model's parallel tool calls: each call reads the graph, changes it and writes it back.
+    let fixture = Fixture::new("memory-concurrent");
+    let memory = memory(&fixture, "");
+    let mut calls = tokio::task::JoinSet::new();
+    for n in 0..16 {
+        let memory = memory.clone();
+        calls.spawn(async move {
+            let name = format!("E{n:02}");
+            let created = json!({"entities": [entity(&name, "thing", &[])]});
+            ok(&memory, "memory_create_entities", created).await;
+            let observed = json!({"observations": [{"entity-name": name, "contents": ["seen"]}]});
+            ok(&memory, "memory_add_observations", observed).await;
+        });
+    }
+    while let Some(call) = calls.join_next().await {
+        call.unwrap();
+    }
+    let graph = ok(&memory, "memory_read_graph", json!({})).await;
+    let mut names: Vec<&str> = graph["entities"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            assert_eq!(e["observations"], json!(["seen"]), "{e}");
+            e["name"].as_str().unwrap()
+        })
+        .collect();
+    names.sort();
+    let expected: Vec<String> = (0..16).map(|n| format!("E{n:02}")).collect();
+    assert_eq!(names, expected);
+    let left: Vec<String> = std::fs::read_dir(fixture.root.join("rw"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(".memory"))
+        .collect();
+    assert!(left.is_empty(), "lock or temporary files left: {left:?}");
+}
+
+#[tokio::test]
+async fn a_lock_left_by_a_stopped_call_is_taken_over_once_stale() {
+    let fixture = Fixture::new("memory-stale-lock");
+    let memory = memory(&fixture, "");
+    let lock = fixture.root.join("rw/.memory.jsonl.lock");
+    let left = std::fs::File::create(&lock).unwrap();
+    let long_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(60);
+    left.set_modified(long_ago).unwrap();
+    let created = json!({"entities": [entity("After", "thing", &[])]});
+    ok(&memory, "memory_create_entities", created).await;
+    assert!(!lock.exists(), "the stale lock is still there");
+    assert!(fixture.read("rw/memory.jsonl").contains("\"After\""));
+}
+
 #[tokio::test]
 async fn the_graph_survives_a_reload_of_moat() {
     let fixture = Fixture::new("memory-reload");
@@ -262,7 +316,7 @@ async fn bad_grants_and_bad_files_are_clear_errors() {
     )
     .await;
     assert!(
-        message.contains("cannot write /notes/memory.jsonl") && message.contains("read-only"),
+        message.contains("cannot change /notes/memory.jsonl") && message.contains("read-only"),
         "{message}"
     );
     assert!(!fixture.read("ro/memory.jsonl").contains("New"));
