@@ -60,9 +60,18 @@ struct PolicyFile {
     #[serde(default)]
     publishers: std::collections::BTreeMap<String, String>,
     #[serde(default)]
-    allow: Vec<AllowRule>,
+    allow: Vec<AllowRuleFile>,
     #[serde(default)]
     ceiling: CeilingFile,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AllowRuleFile {
+    name: Option<String>,
+    sha256: Option<String>,
+    publisher: Option<String>,
+    ceiling: Option<CeilingFile>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -76,8 +85,7 @@ struct CeilingFile {
 }
 
 /// Which plugins may load: every condition given must hold.
-#[derive(Clone, Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Clone, Debug, Default)]
 pub struct AllowRule {
     /// A plugin name pattern (`*` matches any run of characters).
     pub name: Option<String>,
@@ -85,6 +93,8 @@ pub struct AllowRule {
     pub sha256: Option<String>,
     /// A publisher of `[publishers]` whose valid signature the plugin must carry.
     pub publisher: Option<String>,
+    /// Ceilings for the plugins this rule admits, on top of the policy's `[ceiling]`.
+    pub ceiling: Option<Ceiling>,
 }
 
 /// A transport moat may serve.
@@ -103,6 +113,40 @@ pub struct DirCeiling {
     pub mode: Mode,
 }
 
+impl CeilingFile {
+    /// The ceiling this table (`what`, for messages) describes.
+    fn parse(self, what: &str) -> Result<Ceiling> {
+        let directories = self
+            .directories
+            .map(|dirs| {
+                dirs.into_iter()
+                    .map(|mut dir| {
+                        if !dir.path.is_absolute() {
+                            bail!("{what}: directory {} must be absolute", dir.path.display());
+                        }
+                        // Grants are canonical; compare like with like where the folder exists.
+                        if let Ok(canonical) = dir.path.canonicalize() {
+                            dir.path = canonical;
+                        }
+                        Ok(dir)
+                    })
+                    .collect::<Result<Vec<_>>>()
+            })
+            .transpose()?;
+        Ok(Ceiling {
+            max_memory_bytes: crate::config::in_bytes(
+                self.max_memory_mb,
+                20,
+                &format!("{what} max_memory_mb"),
+            )?,
+            deadline: self.deadline_ms.map(Duration::from_millis),
+            directories,
+            env: self.env,
+            network: self.network,
+        })
+    }
+}
+
 /// The ceilings on grants; `None` is no ceiling, an empty list allows nothing.
 #[derive(Clone, Debug, Default)]
 pub struct Ceiling {
@@ -111,6 +155,53 @@ pub struct Ceiling {
     pub directories: Option<Vec<DirCeiling>>,
     pub env: Option<Vec<String>>,
     pub network: Option<Vec<NetworkGrant>>,
+}
+
+impl Ceiling {
+    /// What both ceilings allow.
+    pub fn and(&self, other: &Ceiling) -> Ceiling {
+        fn both<T: Clone>(a: &Option<T>, b: &Option<T>, meet: impl Fn(&T, &T) -> T) -> Option<T> {
+            match (a, b) {
+                (Some(a), Some(b)) => Some(meet(a, b)),
+                (a, b) => a.clone().or_else(|| b.clone()),
+            }
+        }
+        Ceiling {
+            max_memory_bytes: both(&self.max_memory_bytes, &other.max_memory_bytes, |a, b| {
+                *a.min(b)
+            }),
+            deadline: both(&self.deadline, &other.deadline, |a, b| *a.min(b)),
+            directories: both(&self.directories, &other.directories, |a, b| {
+                // Where one folder lies within the other, the deeper one with the narrower mode.
+                let mut out = Vec::new();
+                for x in a {
+                    for y in b {
+                        let path = if x.path.starts_with(&y.path) {
+                            &x.path
+                        } else if y.path.starts_with(&x.path) {
+                            &y.path
+                        } else {
+                            continue;
+                        };
+                        let dir = DirCeiling {
+                            path: path.clone(),
+                            mode: x.mode.min(y.mode),
+                        };
+                        if !out.contains(&dir) {
+                            out.push(dir);
+                        }
+                    }
+                }
+                out
+            }),
+            // Patterns of one that a pattern of the other covers: never wider than both (two
+            // patterns that only overlap, like `A*` and `*B`, allow nothing).
+            env: both(&self.env, &other.env, |a, b| {
+                narrower_of_each(a, b, |wide, narrow| glob_match(wide, narrow))
+            }),
+            network: both(&self.network, &other.network, |a, b| intersect(a, b)),
+        }
+    }
 }
 
 /// A policy in force. [`Policy::none`] is what applies without a policy file.
@@ -197,30 +288,26 @@ impl Policy {
                 }
             }
         }
+        let allow = file
+            .allow
+            .into_iter()
+            .enumerate()
+            .map(|(index, rule)| {
+                let what = format!("[[allow]] rule {} ceiling", index + 1);
+                Ok(AllowRule {
+                    name: rule.name,
+                    sha256: rule.sha256,
+                    publisher: rule.publisher,
+                    ceiling: rule.ceiling.map(|c| c.parse(&what)).transpose()?,
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
         let http_bind = file
             .http_bind
             .map(|binds| {
                 binds
                     .iter()
                     .map(|b| parse_bind(b))
-                    .collect::<Result<Vec<_>>>()
-            })
-            .transpose()?;
-        let directories = file
-            .ceiling
-            .directories
-            .map(|dirs| {
-                dirs.into_iter()
-                    .map(|mut dir| {
-                        if !dir.path.is_absolute() {
-                            bail!("ceiling directory {} must be absolute", dir.path.display());
-                        }
-                        // Grants are canonical; compare like with like where the folder exists.
-                        if let Ok(canonical) = dir.path.canonicalize() {
-                            dir.path = canonical;
-                        }
-                        Ok(dir)
-                    })
                     .collect::<Result<Vec<_>>>()
             })
             .transpose()?;
@@ -231,18 +318,8 @@ impl Policy {
             transports: file.transports,
             http_bind,
             publishers,
-            allow: Some(file.allow),
-            ceiling: Ceiling {
-                max_memory_bytes: crate::config::in_bytes(
-                    file.ceiling.max_memory_mb,
-                    20,
-                    "[ceiling] max_memory_mb",
-                )?,
-                deadline: file.ceiling.deadline_ms.map(Duration::from_millis),
-                directories,
-                env: file.ceiling.env,
-                network: file.ceiling.network,
-            },
+            allow: Some(allow),
+            ceiling: file.ceiling.parse("[ceiling]")?,
         })
     }
 
@@ -282,6 +359,7 @@ impl Policy {
         let digest = component.digest.to_string();
         let publisher = self.publisher(wasm, signature)?;
         let mut allowed_by = "no policy is in force".to_string();
+        let mut ceiling = self.ceiling.clone();
         if let Some(rules) = &self.allow {
             let why_not: Vec<String> = rules
                 .iter()
@@ -311,6 +389,9 @@ impl Policy {
                 })
                 .expect("some rule matched");
             allowed_by = format!("[[allow]] rule {} of {}", matched + 1, self.name());
+            if let Some(rule_ceiling) = &rules[matched].ceiling {
+                ceiling = ceiling.and(rule_ceiling);
+            }
         }
         let manifest = manifest::read(wasm)?;
         if self.require_manifest && manifest.is_none() {
@@ -320,12 +401,8 @@ impl Policy {
                 manifest::MANIFEST_SECTION
             );
         }
-        let (limits, grants, notes) = effective(
-            manifest.as_ref(),
-            &source.limits,
-            &source.grants,
-            &self.ceiling,
-        );
+        let (limits, grants, notes) =
+            effective(manifest.as_ref(), &source.limits, &source.grants, &ceiling);
         Ok(Admitted {
             digest,
             publisher,
@@ -742,12 +819,21 @@ pub fn narrow_network(
 
 /// The patterns in both lists: a pattern of one that the other covers.
 fn intersect(a: &[NetworkGrant], b: &[NetworkGrant]) -> Vec<NetworkGrant> {
-    let mut out: Vec<NetworkGrant> = Vec::new();
+    narrower_of_each(a, b, |wide, narrow| wide.covers(narrow))
+}
+
+/// For each pair of patterns, one from each list, where one `covers` the other: the narrower.
+fn narrower_of_each<T: Clone + PartialEq>(
+    a: &[T],
+    b: &[T],
+    covers: impl Fn(&T, &T) -> bool,
+) -> Vec<T> {
+    let mut out: Vec<T> = Vec::new();
     for x in a {
         for y in b {
-            let narrower = if y.covers(x) {
+            let narrower = if covers(y, x) {
                 x
-            } else if x.covers(y) {
+            } else if covers(x, y) {
                 y
             } else {
                 continue;

@@ -235,3 +235,94 @@ fn transports_and_binds_are_checked() {
             .is_ok()
     );
 }
+
+#[test]
+fn an_allow_rule_can_narrow_the_ceiling_for_the_plugins_it_admits() {
+    let (notes, home) = (dir("notes"), dir("home"));
+    let policy = Policy::parse(&format!(
+        r#"
+[ceiling]
+max_memory_mb = 64
+env = ["TITLE", "AWS_*"]
+directories = [{{ path = "{notes}", mode = "rw" }}, {{ path = "{home}", mode = "ro" }}]
+
+[[allow]]
+name = "community_*"
+ceiling = {{ max_memory_mb = 16, env = ["TITLE"], directories = [{{ path = "{notes}", mode = "ro" }}] }}
+
+[[allow]]
+name = "*"
+"#,
+        notes = notes.display(),
+        home = home.display(),
+    ))
+    .unwrap();
+    let component = Fetched {
+        wasm: b"\0asm\x0d\0\x01\0".to_vec(),
+        digest: crate::source::Digest::of(b"\0asm\x0d\0\x01\0"),
+        origin: "test".into(),
+        signature: None,
+    };
+    let admit = |name: &str| {
+        let source = PluginSource {
+            name: name.into(),
+            source: crate::source::Source::File("x.wasm".into()),
+            limits: Limits::default(),
+            grants: operator_grants(),
+        };
+        policy.admit(&source, &component, None).unwrap()
+    };
+
+    // The first rule's own ceiling applies on top of the policy's.
+    let community = admit("community_notes");
+    assert!(
+        community.allowed_by.contains("rule 1"),
+        "{}",
+        community.allowed_by
+    );
+    assert_eq!(community.limits.max_memory_bytes, 16 << 20);
+    assert_eq!(
+        community.grants.env,
+        [("TITLE".to_string(), "Mine".to_string())]
+    );
+    let files: Vec<(&str, bool)> = community
+        .grants
+        .files
+        .iter()
+        .map(|f| (f.guest.as_str(), f.writable))
+        .collect();
+    assert_eq!(
+        files,
+        [("/notes", false)],
+        "the rule allows /notes read-only, /home not at all"
+    );
+
+    // A plugin the second rule admits gets only the policy's ceiling.
+    let ours = admit("ours");
+    assert!(ours.allowed_by.contains("rule 2"), "{}", ours.allowed_by);
+    assert_eq!(ours.limits.max_memory_bytes, 64 << 20);
+    assert_eq!(ours.grants.env.len(), 2);
+    assert_eq!(ours.grants.files.len(), 2);
+    assert!(ours.grants.files[0].writable);
+
+    let error = Policy::parse("[[allow]]\nname = \"*\"\nceiling = { directories = [{ path = \"rel\", mode = \"ro\" }] }\n")
+        .unwrap_err();
+    assert!(
+        format!("{error:#}").contains("[[allow]] rule 1 ceiling: directory rel must be absolute"),
+        "{error:#}"
+    );
+}
+
+#[test]
+fn the_policy_in_security_md_parses() {
+    let doc = include_str!("../../../SECURITY.md");
+    let section = &doc[doc.find("## Enterprise policy").unwrap()..];
+    let start = section.find("```toml\n").unwrap() + "```toml\n".len();
+    let example = &section[start..start + section[start..].find("```").unwrap()];
+    let policy = Policy::parse(example).unwrap_or_else(|e| panic!("{e:#}"));
+    let rules = policy.allow.unwrap();
+    assert_eq!(rules.len(), 3);
+    let ceiling = rules[2].ceiling.as_ref().unwrap();
+    assert_eq!(ceiling.max_memory_bytes, Some(32 << 20));
+    assert_eq!(ceiling.network.as_deref(), Some(&[][..]));
+}
