@@ -63,7 +63,8 @@ pub(super) async fn fetch(
         Ok(response) => response,
         Err(error) => {
             let Some((record, wasm)) = cached else {
-                return Err(error).context(format!("{url}: cannot reach {}", host_of(url)));
+                let failure = failure(url, &error);
+                return Err(error).context(format!("{url}: {failure}"));
             };
             tracing::warn!(
                 "{url}: cannot revalidate ({error}); using the copy downloaded before, {}",
@@ -190,11 +191,10 @@ pub(super) async fn fetch_signature(
 }
 
 async fn download_signature(http: &reqwest::Client, url: &Url) -> Result<Option<String>> {
-    let response = http
-        .get(url.clone())
-        .send()
-        .await
-        .with_context(|| format!("cannot reach {}", host_of(url)))?;
+    let response = http.get(url.clone()).send().await.map_err(|error| {
+        let failure = failure(url, &error);
+        anyhow::Error::new(error).context(failure)
+    })?;
     match response.status() {
         StatusCode::NOT_FOUND | StatusCode::GONE => return Ok(None),
         status if !status.is_success() => {
@@ -219,6 +219,34 @@ async fn download_signature(http: &reqwest::Client, url: &Url) -> Result<Option<
     String::from_utf8(text)
         .map(Some)
         .context("the signature is not text")
+}
+
+/// What kept a request from getting an answer: the server's TLS certificate, or the server.
+fn failure(url: &Url, error: &reqwest::Error) -> String {
+    match tls_error(error) {
+        Some(tls) => format!(
+            "the TLS certificate of {} is not trusted ({tls})",
+            host_of(url)
+        ),
+        None => format!("cannot reach {}", host_of(url)),
+    }
+}
+
+/// The TLS error among the causes of `error`, if there is one.
+fn tls_error<'a>(mut error: &'a (dyn std::error::Error + 'static)) -> Option<&'a rustls::Error> {
+    loop {
+        if let Some(tls) = error.downcast_ref::<rustls::Error>() {
+            return Some(tls);
+        }
+        // An I/O error's `source()` skips the error it wraps.
+        error = match error
+            .downcast_ref::<std::io::Error>()
+            .and_then(|io| io.get_ref())
+        {
+            Some(wrapped) => wrapped,
+            None => error.source()?,
+        };
+    }
 }
 
 fn host_of(url: &Url) -> String {
