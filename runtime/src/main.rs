@@ -351,7 +351,7 @@ async fn serve(
         served.config.clone(),
         served.config.as_deref().map(moat::lock::Lock::path_for),
         served.secrets.clone(),
-        audit_path,
+        audit_path.clone(),
         policy.source.clone(),
         cache.as_ref().map(|c| c.dir().to_path_buf()),
     ]
@@ -361,7 +361,8 @@ async fn serve(
     let mut loader = Loader::new(moat::engine::new_engine_with_fuel(fuel)?, cache)
         .with_policy(policy)
         .with_audit(audit)
-        .with_protected(protected);
+        .with_protected(protected)
+        .with_private(audit_path);
     let outcome = tokio::task::block_in_place(|| loader.load_fetched(&sources, fetched))?;
     outcome.log();
     let registry = Arc::new(outcome.registry);

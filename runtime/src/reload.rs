@@ -108,6 +108,8 @@ pub struct Loader {
     audit: Option<Arc<AuditLog>>,
     /// What no plugin may be granted write access to (see [`Loader::with_protected`]).
     protected: Vec<PathBuf>,
+    /// What no plugin may be granted even read access to (see [`Loader::with_private`]).
+    private: Vec<PathBuf>,
     /// The plugins of the last load, by name.
     loaded: HashMap<String, Loaded>,
 }
@@ -161,6 +163,7 @@ impl Loader {
             policy: Policy::none(),
             audit: None,
             protected: Vec::new(),
+            private: Vec::new(),
             loaded: HashMap::new(),
         }
     }
@@ -180,8 +183,29 @@ impl Loader {
         self
     }
 
-    /// Why `source` may not load under [`Loader::with_protected`], if it may not.
+    /// Refuses every plugin with any directory grant, read-only too, that contains one of
+    /// `paths`: the audit log, whose lines tell what every plugin was asked and by whom.
+    pub fn with_private(mut self, paths: impl IntoIterator<Item = PathBuf>) -> Self {
+        self.private = paths.into_iter().map(|path| canonical(&path)).collect();
+        self
+    }
+
+    /// Why `source` may not load under [`Loader::with_protected`] and
+    /// [`Loader::with_private`], if it may not.
     fn exposure(&self, source: &PluginSource) -> Option<anyhow::Error> {
+        let private = source.grants.files.iter().find_map(|grant| {
+            let private = self.private.iter().find(|p| p.starts_with(&grant.host))?;
+            Some((grant, private))
+        });
+        if let Some((grant, private)) = private {
+            return Some(anyhow::anyhow!(
+                "plugin \"{}\" is not loaded: its grant of {} contains {}, which records every \
+                 plugin's calls; grant a folder that does not contain it",
+                source.name,
+                grant.host.display(),
+                private.display()
+            ));
+        }
         let (grant, protected) = source.grants.files.iter().find_map(|grant| {
             let protected = self
                 .protected

@@ -434,5 +434,19 @@ fn a_plugin_that_could_write_what_decides_its_grants_is_not_loaded() {
         );
         assert!(tool_names(&loaded.registry).contains(&"echo_echo".to_string()));
     }
+
+    // The audit log may not even be read: it tells what every plugin was asked.
+    let audit = dir.join("data/audit.jsonl");
+    with_grant("data", "ro");
+    let mut loader = Loader::new(engine().clone(), None).with_private([audit.clone()]);
+    let refused = load(&mut loader, &served);
+    let [failure] = &refused.failed[..] else {
+        panic!("{:?}", refused.failed)
+    };
+    let message = format!("{:#}", failure.error);
+    assert!(
+        message.contains("which records every plugin's calls") && message.contains("audit.jsonl"),
+        "{message}"
+    );
     fs::remove_dir_all(&dir).unwrap();
 }
