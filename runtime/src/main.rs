@@ -202,8 +202,10 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_env_filter(
+            // The TLS verifier logs a refused certificate as an error of its own; moat's error
+            // already names it.
             tracing_subscriber::EnvFilter::try_from_env("MOAT_LOG")
-                .unwrap_or_else(|_| "info".into()),
+                .unwrap_or_else(|_| "info,rustls_platform_verifier=off".into()),
         )
         .init();
     let runtime = tokio::runtime::Runtime::new().expect("starting the async runtime");
@@ -468,8 +470,12 @@ async fn pull(text: &str) -> Result<ExitCode> {
     let fetcher = Fetcher::from_env();
     for (_, source) in Source::parse(text, Path::new(""))?.expand()? {
         let fetched = fetcher.fetch(&source).await?;
+        let signed = match fetched.signature {
+            Some(_) => ", with a publisher's signature",
+            None => ", unsigned",
+        };
         tracing::info!(
-            "{source}: {} bytes from {}",
+            "{source}: {} bytes from {}{signed}",
             fetched.wasm.len(),
             fetched.origin
         );

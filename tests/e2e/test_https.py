@@ -87,6 +87,7 @@ def test_a_trusted_certificate_serves_the_plugin(
     assert pulled.returncode == 0, pulled.stderr
     digest = hashlib.sha256(plugin("echo").read_bytes()).hexdigest()
     assert pulled.stdout.split() == [f"sha256:{digest}", https_url]
+    assert "unsigned" in pulled.stderr, pulled.stderr
 
     called = moat(
         moat_bin, tmp_path, "call", https_url, "echo_echo", json.dumps({"message": "over TLS"}),
@@ -104,4 +105,5 @@ def test_an_untrusted_certificate_stops_the_download(
     host = https_url.split("/")[2]
     assert f"the TLS certificate of {host} is not trusted" in refused.stderr, refused.stderr
     assert "UnknownIssuer" in refused.stderr
+    assert "ERROR" not in refused.stderr, "the refusal is reported twice"
     assert not any((tmp_path / "cache").rglob("*.wasm")), "something was kept"

@@ -181,6 +181,9 @@ def test_a_signed_push_is_admitted_after_a_pull_and_an_unsigned_one_is_refused(
     config.write_text(
         f'[plugins.signed]\nsource = "{signed}"\n\n[plugins.unsigned]\nsource = "{unsigned}"\n'
     )
+    pulled = run(moat_bin, "pull", signed)
+    assert "with a publisher's signature" in pulled.stderr, pulled.stderr
+
     check = run(moat_bin, "policy", "check", "--policy", policy, "--config", config, check=False)
     assert check.returncode == 1, check
     assert "signed: allowed by [[allow]] rule 1" in check.stdout
