@@ -286,9 +286,9 @@ fn write_private(path: &Path, bytes: &[u8]) -> Result<()> {
 }
 
 /// Writes `parts` to a private temp file, then renames it to `path`, so a reader never sees half
-/// a file. The counter keeps two writers in this process (two plugins with the same bytes) from
-/// sharing a temp file.
-fn write_renamed(path: &Path, parts: &[&[u8]]) -> Result<()> {
+/// a file. The counter keeps two writers in this process (two plugins with the same bytes, two
+/// fetches of one URL) from sharing a temp file.
+pub(crate) fn write_renamed(path: &Path, parts: &[&[u8]]) -> Result<()> {
     static WRITES: AtomicU64 = AtomicU64::new(0);
     let write = WRITES.fetch_add(1, Ordering::Relaxed);
     let mut name = path.as_os_str().to_owned();

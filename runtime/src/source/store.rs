@@ -7,10 +7,8 @@
 //! changed or truncated file is treated as missing, never handed on.
 
 use std::fs;
-use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
@@ -136,26 +134,8 @@ impl Store {
     }
 }
 
-/// Write then rename, so a reader never sees half a file.
+/// Write then rename, so a reader never sees half a file (the compile cache's way).
 fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
-    // A name of its own for each write: two fetches of one URL may keep the same file at once.
-    static WRITES: AtomicU64 = AtomicU64::new(0);
-    let mut temp = path.as_os_str().to_owned();
-    temp.push(format!(
-        ".tmp{}-{}",
-        std::process::id(),
-        WRITES.fetch_add(1, Ordering::Relaxed)
-    ));
-    let temp = PathBuf::from(temp);
-    let mut file = fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&temp)
-        .with_context(|| format!("creating {}", temp.display()))?;
-    file.write_all(bytes)?;
-    file.sync_all()?;
-    fs::rename(&temp, path).with_context(|| format!("writing {}", path.display()))?;
-    Ok(())
+    crate::cache::write_renamed(path, &[bytes])
+        .with_context(|| format!("writing {}", path.display()))
 }
