@@ -729,8 +729,7 @@ async fn policy_check(
     let mut refused = 0;
     let mut out = String::new();
     for (source, fetched) in sources.iter().zip(fetched) {
-        let admitted = fetched
-            .and_then(|fetched| policy.admit(source, &fetched, fetched.signature.as_deref()));
+        let admitted = fetched.and_then(|fetched| policy.admit(source, &fetched));
         match admitted {
             Err(error) => {
                 refused += 1;

@@ -347,17 +347,12 @@ impl Policy {
         Ok(())
     }
 
-    /// Decides whether the plugin `source`, whose bytes and digest are `component`, may load,
-    /// and with what. `signature` is its detached minisign signature, if it has one.
-    pub fn admit(
-        &self,
-        source: &PluginSource,
-        component: &Fetched,
-        signature: Option<&str>,
-    ) -> Result<Admitted> {
+    /// Decides whether the plugin `source`, whose bytes, digest and signature (if it came with
+    /// one) are `component`, may load, and with what.
+    pub fn admit(&self, source: &PluginSource, component: &Fetched) -> Result<Admitted> {
         let wasm = &component.wasm[..];
         let digest = component.digest.to_string();
-        let publisher = self.publisher(wasm, signature)?;
+        let publisher = self.publisher(wasm, component.signature.as_deref())?;
         let mut allowed_by = "no policy is in force".to_string();
         let mut ceiling = self.ceiling.clone();
         if let Some(rules) = &self.allow {
@@ -453,7 +448,7 @@ impl Policy {
 /// and logs what became of its grants. The error says why it may not load.
 pub fn admit(policy: &Policy, source: &PluginSource, component: &Fetched) -> Result<Admitted> {
     let admitted = policy
-        .admit(source, component, component.signature.as_deref())
+        .admit(source, component)
         .with_context(|| format!("plugin \"{}\" is not loaded", source.name))?;
     admitted.log(&source.name);
     Ok(admitted)

@@ -270,7 +270,7 @@ name = "*"
             limits: Limits::default(),
             grants: operator_grants(),
         };
-        policy.admit(&source, &component, None).unwrap()
+        policy.admit(&source, &component).unwrap()
     };
 
     // The first rule's own ceiling applies on top of the policy's.
