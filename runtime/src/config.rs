@@ -101,7 +101,7 @@ struct PluginEntry {
     /// Wall-clock time a call may take, instantiation included, in milliseconds.
     #[schemars(extend("default" = Limits::default().deadline.as_millis() as u64))]
     deadline_ms: Option<u64>,
-    /// The most linear memory an instance may grow to, in MiB.
+    /// The most linear memory an instance may grow to, all its memories together, in MiB.
     #[schemars(extend("default" = Limits::default().max_memory_bytes >> 20))]
     max_memory_mb: Option<usize>,
     /// The most a call may write to stdout, and again to stderr, in KiB.
@@ -411,24 +411,17 @@ fn plugin_source(entry: &PluginEntry, base: &Path) -> Result<Source> {
 fn grants(entry: &PluginEntry, base: &Path, lookup: &Lookup) -> Result<Grants> {
     let mut files = Vec::new();
     for file in &entry.files {
-        let host = base.join(&file.host);
-        let host = host
-            .canonicalize()
-            .with_context(|| format!("granted directory {}", host.display()))?;
-        if !host.is_dir() {
-            bail!("granted path {} is not a directory", host.display());
-        }
         if !file.guest.starts_with('/') || file.guest.split('/').any(|part| part == "..") {
             bail!(
                 "guest path \"{}\" must be absolute and free of `..`",
                 file.guest
             );
         }
-        files.push(FileGrant {
-            host,
-            guest: file.guest.clone(),
-            writable: matches!(file.mode, FileMode::ReadWrite),
-        });
+        files.push(FileGrant::open(
+            &base.join(&file.host),
+            &file.guest,
+            matches!(file.mode, FileMode::ReadWrite),
+        )?);
     }
     let mut vars = Vec::new();
     for (name, value) in &entry.env {

@@ -44,6 +44,8 @@ pub fn new_engine_with_fuel(fuel: bool) -> Result<Engine> {
     let mut config = config();
     config.consume_fuel(fuel);
     let engine = Engine::new(&config)?;
+    // Raise the descriptor limit and fix each instance's share of it before any call runs.
+    crate::descriptors::handles_per_call();
     start_epoch_ticker(engine.weak());
     Ok(engine)
 }

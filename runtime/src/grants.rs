@@ -4,11 +4,20 @@
 //! them into the WASI context of one call. Path resolution inside a granted directory is
 //! wasmtime-wasi's (`openat2` with `RESOLVE_BENEATH` on Linux): `..`, absolute paths and symlinks
 //! cannot leave it.
+//!
+//! A granted directory is opened once, when the grant is read, and every instance is handed that
+//! very directory through its descriptor, never the path again: the checks made at load (secrets
+//! file, audit log, policy ceiling, protected files) are about the directory that is served. A
+//! plugin that renames the directory away and puts a symlink at its path (in a writable grant of
+//! its own or of another plugin) changes nothing for the instances after it.
 
-use std::path::PathBuf;
+use std::fs::File;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
 use wasmtime_wasi::{FsPerms, WasiCtxBuilder};
 
 use crate::network::Network;
@@ -24,12 +33,78 @@ pub struct Grants {
 }
 
 /// A host directory, visible to the guest at `guest`.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug)]
 pub struct FileGrant {
-    /// Canonical, so that the grant means the directory the operator named when moat started.
+    /// Where the directory was when it was opened: the path every check is made against.
     pub host: PathBuf,
+    /// The path as the operator named it, before symlinks were resolved.
+    pub requested: PathBuf,
     pub guest: String,
     pub writable: bool,
+    /// The directory itself, open from the moment the grant was read.
+    dir: Arc<File>,
+    /// Its device and inode, so that a grant whose path now names another directory differs.
+    identity: (u64, u64),
+}
+
+/// Two grants are the same when they hand the guest the same directory in the same way.
+impl PartialEq for FileGrant {
+    fn eq(&self, other: &Self) -> bool {
+        self.host == other.host
+            && self.requested == other.requested
+            && self.guest == other.guest
+            && self.writable == other.writable
+            && self.identity == other.identity
+    }
+}
+
+impl FileGrant {
+    /// Opens the directory at `path` for a grant at `guest`.
+    pub fn open(path: &Path, guest: &str, writable: bool) -> Result<Self> {
+        let dir = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_DIRECTORY | libc::O_CLOEXEC)
+            .open(path)
+            .map_err(|e| match e.raw_os_error() {
+                Some(libc::ENOTDIR) => anyhow::anyhow!("is not a directory"),
+                _ => anyhow::Error::from(e),
+            })
+            .with_context(|| format!("granted directory {}", path.display()))?;
+        let metadata = dir.metadata()?;
+        // The path of the directory this descriptor holds, not of whatever the name means by now.
+        let host = std::fs::read_link(fd_path(&dir))
+            .or_else(|_| path.canonicalize())
+            .with_context(|| format!("granted directory {}", path.display()))?;
+        if !host.is_absolute() {
+            bail!("granted directory {}: no absolute path", path.display());
+        }
+        Ok(Self {
+            host,
+            requested: std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf()),
+            guest: guest.to_string(),
+            writable,
+            dir: Arc::new(dir),
+            identity: (metadata.dev(), metadata.ino()),
+        })
+    }
+
+    /// The same grant, writable or not.
+    pub fn with_writable(&self, writable: bool) -> Self {
+        Self {
+            writable,
+            ..self.clone()
+        }
+    }
+}
+
+/// A path that opens the very file `file` holds open: the kernel's name for the descriptor.
+fn fd_path(file: &File) -> PathBuf {
+    let fd = file.as_raw_fd();
+    if cfg!(target_os = "linux") {
+        PathBuf::from(format!("/proc/self/fd/{fd}"))
+    } else {
+        PathBuf::from(format!("/dev/fd/{fd}"))
+    }
 }
 
 impl Grants {
@@ -41,7 +116,9 @@ impl Grants {
             } else {
                 FsPerms::ReadOnly
             };
-            wasi.preopened_dir(&file.host, &file.guest, perms)
+            // Through the descriptor opened at load: the directory that was checked, wherever
+            // it is now.
+            wasi.preopened_dir(fd_path(&file.dir), &file.guest, perms)
                 .map_err(anyhow::Error::from)
                 .with_context(|| format!("opening granted directory {}", file.host.display()))?;
         }

@@ -7,12 +7,13 @@ use std::sync::Arc;
 use anyhow::Result;
 use tokio::sync::mpsc;
 use wasmtime::component::{HasSelf, Linker, ResourceTable};
-use wasmtime::{StoreLimits, StoreLimitsBuilder};
+use wasmtime::{ResourceLimiter, StoreLimits, StoreLimitsBuilder};
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 use crate::grants::Grants;
+use crate::guest_log::GuestLog;
 use crate::network::{Denials, HttpHooks};
 use crate::plugin::Limits;
 
@@ -51,10 +52,10 @@ pub const MAX_PENDING_EVENTS: usize = 256;
 
 /// The store data of one call.
 pub struct HostState {
-    plugin: Arc<str>,
     wasi: WasiCtx,
     table: ResourceTable,
-    limits: StoreLimits,
+    limits: CallLimits,
+    log: Arc<GuestLog>,
     events: EventSink,
     http: WasiHttpCtx,
     http_hooks: HttpHooks,
@@ -73,6 +74,7 @@ impl HostState {
         plugin: Arc<str>,
         grants: &Grants,
         limits: &Limits,
+        log: Arc<GuestLog>,
     ) -> Result<(Self, CapturedOutput)> {
         let output = CapturedOutput {
             stdout: MemoryOutputPipe::new(limits.max_output_bytes),
@@ -82,27 +84,27 @@ impl HostState {
         wasi.stdout(output.stdout.clone())
             .stderr(output.stderr.clone());
         grants.apply(&mut wasi)?;
-        let denials = Denials::default();
+        let denials = Denials::new(log.clone());
         let network = grants.network.clone();
         let (socket_plugin, socket_denials) = (plugin.clone(), denials.clone());
-        wasi.allow_tcp(true)
-            .allow_ip_name_lookup(!network.is_empty())
+        // A TCP socket is a host descriptor from the moment it is created, before any address
+        // is checked: only a plugin granted some IP address may create one. Name lookup is never
+        // needed (socket grants name addresses; `wasi:http` resolves on the host), and each
+        // lookup would be a query a plugin could smuggle data out through.
+        wasi.allow_tcp(network.grants_sockets())
+            .allow_ip_name_lookup(false)
             .socket_addr_check(move |addr, use_| {
                 let verdict = network.check_socket(addr, use_, &socket_plugin);
                 if let Err(message) = &verdict {
-                    socket_denials.record(&socket_plugin, message.clone());
+                    socket_denials.record(message.clone());
                 }
                 Box::pin(std::future::ready(verdict.is_ok()))
             });
-        let store_limits = StoreLimitsBuilder::new()
-            .memory_size(limits.max_memory_bytes)
-            .trap_on_grow_failure(true)
-            .build();
         let state = Self {
-            plugin: plugin.clone(),
             wasi: wasi.build(),
             table: ResourceTable::new(),
-            limits: store_limits,
+            limits: CallLimits::new(limits.max_memory_bytes),
+            log,
             events: None,
             http: WasiHttpCtx::new(),
             http_hooks: HttpHooks {
@@ -119,7 +121,7 @@ impl HostState {
         self.events = events;
     }
 
-    pub fn limits(&mut self) -> &mut StoreLimits {
+    pub fn limits(&mut self) -> &mut CallLimits {
         &mut self.limits
     }
 
@@ -159,7 +161,11 @@ impl WasiHttpView for HostState {
 impl bindings::moat::plugin::log::Host for HostState {
     fn log(&mut self, level: Level, message: String) {
         let message = truncate(message);
-        let plugin = &*self.plugin;
+        // Over the plugin's log budget, a message is neither logged nor sent to the client.
+        if !self.log.admit(message.len()) {
+            return;
+        }
+        let plugin = &*self.http_hooks.plugin;
         match level {
             Level::Debug => tracing::debug!(plugin, "{message}"),
             Level::Info | Level::Notice => tracing::info!(plugin, "{message}"),
@@ -173,6 +179,10 @@ impl bindings::moat::plugin::log::Host for HostState {
 impl bindings::moat::plugin::progress::Host for HostState {
     fn report(&mut self, progress: f64, total: Option<f64>, message: Option<String>) {
         let message = message.map(truncate);
+        let bytes = message.as_ref().map_or(0, String::len);
+        if !self.log.admit(bytes) {
+            return;
+        }
         self.emit(GuestEvent::Progress {
             progress,
             total,
@@ -202,4 +212,124 @@ fn truncate(mut message: String) -> String {
         message.push('…');
     }
     message
+}
+
+/// What one instance may use of the host's memory and tables: wasmtime's [`StoreLimits`] for each
+/// memory and table, and the total of all its linear memories, since a component may have
+/// several and `max_memory_mb` is what the whole instance may hold.
+pub struct CallLimits {
+    each: StoreLimits,
+    max_total: usize,
+    total: usize,
+}
+
+impl CallLimits {
+    fn new(max_memory_bytes: usize) -> Self {
+        Self {
+            each: StoreLimitsBuilder::new()
+                .memory_size(max_memory_bytes)
+                .trap_on_grow_failure(true)
+                .build(),
+            max_total: max_memory_bytes,
+            total: 0,
+        }
+    }
+}
+
+impl ResourceLimiter for CallLimits {
+    fn memory_growing(
+        &mut self,
+        current: usize,
+        desired: usize,
+        maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        if !self.each.memory_growing(current, desired, maximum)? {
+            return Ok(false);
+        }
+        let total = self.total - current.min(self.total) + desired;
+        if total > self.max_total {
+            // A trap, as for one memory past the limit: the guest cannot go on without it.
+            wasmtime::bail!(
+                "forcing trap when growing memory to {desired} bytes: the instance's memories \
+                 would hold {total} bytes, more than the {} allowed",
+                self.max_total
+            );
+        }
+        self.total = total;
+        Ok(true)
+    }
+
+    fn memory_grow_failed(&mut self, error: wasmtime::Error) -> wasmtime::Result<()> {
+        self.each.memory_grow_failed(error)
+    }
+
+    fn table_growing(
+        &mut self,
+        current: usize,
+        desired: usize,
+        maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        self.each.table_growing(current, desired, maximum)
+    }
+
+    fn table_grow_failed(&mut self, error: wasmtime::Error) -> wasmtime::Result<()> {
+        self.each.table_grow_failed(error)
+    }
+
+    fn instances(&self) -> usize {
+        self.each.instances()
+    }
+
+    fn tables(&self) -> usize {
+        self.each.tables()
+    }
+
+    fn memories(&self) -> usize {
+        self.each.memories()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use wasm_encoder::{MemorySection, MemoryType, Module};
+
+    /// A core module with one memory of `pages` 64 KiB pages per entry of `memories`.
+    fn module_with_memories(memories: &[u64]) -> Vec<u8> {
+        let mut section = MemorySection::new();
+        for &pages in memories {
+            section.memory(MemoryType {
+                minimum: pages,
+                maximum: None,
+                memory64: false,
+                shared: false,
+                page_size_log2: None,
+            });
+        }
+        let mut module = Module::new();
+        module.section(&section);
+        module.finish()
+    }
+
+    fn instantiate(memories: &[u64], limit: usize) -> wasmtime::Result<()> {
+        let engine = wasmtime::Engine::default();
+        let module = wasmtime::Module::new(&engine, module_with_memories(memories))?;
+        let mut store = wasmtime::Store::new(&engine, CallLimits::new(limit));
+        store.limiter(|limits| limits);
+        wasmtime::Instance::new(&mut store, &module, &[]).map(drop)
+    }
+
+    #[test]
+    fn the_memory_limit_is_the_total_of_all_memories() {
+        let limit = 32 << 20;
+        // 300 pages are 18.75 MiB: one fits, two together do not, though each would alone.
+        instantiate(&[300], limit).unwrap();
+        instantiate(&[300, 100], limit).unwrap();
+        let error = instantiate(&[300, 300], limit).unwrap_err();
+        assert!(
+            format!("{error:?}").contains("the instance's memories would hold"),
+            "{error:?}"
+        );
+        instantiate(&[100, 100, 100, 100, 100, 100], limit).unwrap_err();
+    }
 }

@@ -24,15 +24,13 @@ use wasmtime::component::{Instance, InstancePre};
 use wasmtime::{Store, UpdateDeadline};
 
 use crate::grants::Grants;
+use crate::guest_log::GuestLog;
 use crate::host::{CapturedOutput, HostState};
 use crate::plugin::{DeadlineExceeded, Limits};
 
 /// Host bytes a call may receive from its guest per byte of `max_result_bytes`: room for the
 /// host's own representation of lists (a `Val` per element) while keeping the bound tight.
 const HOSTCALL_FUEL_PER_RESULT_BYTE: usize = 8;
-
-/// Resource handles (open files, streams…) one call may hold at once.
-pub const MAX_HANDLES_PER_CALL: usize = 256;
 
 /// Instances waiting for a call, across all plugins: a quarter of the pool at most.
 pub const MAX_READY: usize = crate::engine::MAX_LIVE_INSTANCES as usize / 4;
@@ -58,6 +56,8 @@ pub struct Instances {
     pre: InstancePre<HostState>,
     grants: Grants,
     limits: Limits,
+    /// The plugin's log budget, shared by all its instances.
+    log: Arc<GuestLog>,
     ready: Mutex<Option<Fresh>>,
     /// Whether the instance thread makes this plugin's instances ([`AHEAD_BUDGET`]).
     ahead: AtomicBool,
@@ -81,6 +81,7 @@ impl Instances {
         limits: Limits,
     ) -> Self {
         Self {
+            log: Arc::new(GuestLog::new(plugin.clone())),
             plugin,
             pre,
             grants,
@@ -88,6 +89,11 @@ impl Instances {
             ready: Mutex::new(None),
             ahead: AtomicBool::new(true),
         }
+    }
+
+    /// The plugin's log budget.
+    pub fn log(&self) -> &GuestLog {
+        &self.log
     }
 
     /// An instance for a call that must end by `deadline`: the one made ahead if there is one,
@@ -157,13 +163,18 @@ impl Instances {
 
     /// A new instance, instantiated by `deadline`.
     async fn make(&self, deadline: Instant) -> Result<Fresh, MakeError> {
-        let (state, output) = HostState::new(self.plugin.clone(), &self.grants, &self.limits)
-            .map_err(|e| MakeError::Setup(format!("{e:#}")))?;
+        let (state, output) = HostState::new(
+            self.plugin.clone(),
+            &self.grants,
+            &self.limits,
+            self.log.clone(),
+        )
+        .map_err(|e| MakeError::Setup(format!("{e:#}")))?;
         let mut store = Store::new(self.pre.engine(), state);
         store.limiter(|state| state.limits());
-        // Every open file is a host file descriptor: cap the handles one call may hold, so a
-        // guest cannot exhaust the process's descriptors for everyone else.
-        store.set_max_component_handles(MAX_HANDLES_PER_CALL);
+        // Every open file is a host file descriptor: cap the handles one call may hold at its
+        // share of the process's descriptors, so guests cannot exhaust them for everyone else.
+        store.set_max_component_handles(crate::descriptors::handles_per_call());
         self.arm(&mut store, deadline)
             .map_err(|e| MakeError::Setup(format!("{e:#}")))?;
         // The epoch stops a start function that computes; this timer one blocked in the host.

@@ -12,7 +12,9 @@
 //!
 //! Over `wasi:sockets` moat sees only IP addresses, so only grants whose host is an IP literal
 //! apply: a TCP connection must go to such an address and port. UDP, listening and binding to a
-//! chosen address are never granted; name lookup is allowed once the plugin has any grant.
+//! chosen address are never granted, and neither is name lookup: no socket grant names a host, and
+//! `wasi:http` resolves names on the host. A plugin with no IP-literal grant cannot even create a
+//! TCP socket, so it holds no descriptor of the host that way.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -28,6 +30,8 @@ use http_body_util::BodyExt;
 use wasmtime_wasi::sockets::SocketAddrUse;
 use wasmtime_wasi_http::io::TokioIo;
 use wasmtime_wasi_http::{Error as HttpError, RequestOptions, WasiBody, WasiHttpHooks};
+
+use crate::guest_log::{GuestLog, Severity};
 
 /// How long a connection may take when the guest sets no timeout; the call's deadline bounds
 /// everything else.
@@ -307,8 +311,11 @@ impl Resolver {
 }
 
 impl Default for Resolver {
+    /// The system's resolver, one for the whole process, so that grants read twice compare
+    /// equal.
     fn default() -> Self {
-        Self::new(System)
+        static SYSTEM: std::sync::OnceLock<Resolver> = std::sync::OnceLock::new();
+        SYSTEM.get_or_init(|| Self::new(System)).clone()
     }
 }
 
@@ -391,6 +398,13 @@ impl Network {
     /// Whether anything at all is granted.
     pub fn is_empty(&self) -> bool {
         self.grants.is_empty()
+    }
+
+    /// Whether some raw TCP connection is granted: only grants naming an IP address allow one.
+    pub fn grants_sockets(&self) -> bool {
+        self.grants
+            .iter()
+            .any(|g| matches!(g.host, HostPattern::Ip(_)))
     }
 
     /// Checks a request for `uri`: the addresses it may connect to, or why it is denied.
@@ -505,21 +519,37 @@ impl Network {
 
 /// The denials of one call, shared by the hooks that record them and the call that reports them.
 #[derive(Clone, Debug, Default)]
-pub struct Denials(Arc<Mutex<Vec<String>>>);
+pub struct Denials {
+    list: Arc<Mutex<Vec<String>>>,
+    /// Where each new denial is logged; none for a call that has no instance yet.
+    log: Option<Arc<GuestLog>>,
+}
 
 impl Denials {
-    /// Records a denial and logs it.
-    pub fn record(&self, plugin: &str, message: String) {
-        tracing::warn!(plugin, "{message}");
-        let mut denials = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        // A guest retrying in a loop must not grow the list without bound.
-        if denials.len() < 32 && !denials.contains(&message) {
+    pub fn new(log: Arc<GuestLog>) -> Self {
+        Self {
+            list: Arc::default(),
+            log: Some(log),
+        }
+    }
+
+    /// Records a denial and logs it, once per call, within the plugin's log budget: a guest
+    /// retrying in a loop grows neither the list nor the log.
+    pub fn record(&self, message: String) {
+        let mut denials = self.list.lock().unwrap_or_else(|e| e.into_inner());
+        if denials.contains(&message) {
+            return;
+        }
+        if let Some(log) = &self.log {
+            log.write(Severity::Warning, &message);
+        }
+        if denials.len() < 32 {
             denials.push(message);
         }
     }
 
     pub fn take(&self) -> Vec<String> {
-        std::mem::take(&mut *self.0.lock().unwrap_or_else(|e| e.into_inner()))
+        std::mem::take(&mut *self.list.lock().unwrap_or_else(|e| e.into_inner()))
     }
 }
 
@@ -553,7 +583,7 @@ impl WasiHttpHooks for HttpHooks {
             let addrs = match network.check_request(request.uri(), &plugin).await {
                 Ok(addrs) => addrs,
                 Err(message) => {
-                    denials.record(&plugin, message);
+                    denials.record(message);
                     return Err(HttpError::HttpRequestDenied);
                 }
             };

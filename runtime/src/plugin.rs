@@ -19,6 +19,7 @@ use wasmtime::component::{Component, ComponentExportIndex, Linker, Type, Val};
 use crate::cache::Cache;
 use crate::docs::{FunctionDocs, PluginDocs};
 use crate::grants::Grants;
+use crate::guest_log::Severity;
 use crate::host::{EventSink, HostState};
 use crate::instances::{Fresh, Instances, MakeError};
 use crate::network::Denials;
@@ -31,11 +32,11 @@ use crate::values::{ArgError, args_from_json};
 pub const MAX_TOOL_NAME: usize = 64;
 
 /// How much one call may use.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Limits {
     /// Wall-clock time a call may take, instantiation included.
     pub deadline: Duration,
-    /// The most linear memory the instance may grow to.
+    /// The most linear memory the instance may grow to, all its memories together.
     pub max_memory_bytes: usize,
     /// The most the guest may write to stdout, and again to stderr.
     pub max_output_bytes: usize,
@@ -273,6 +274,12 @@ impl Plugin {
         CallOutcome { result, denials }
     }
 
+    /// The bytes moat has written to its log for this plugin's guests (their `log` messages,
+    /// output and denials) since it was loaded.
+    pub fn logged_bytes(&self) -> u64 {
+        self.instances.log().logged_bytes()
+    }
+
     async fn run(
         &self,
         tool: &Tool,
@@ -318,16 +325,14 @@ impl Plugin {
 
         let stdout = String::from_utf8_lossy(&output.stdout.contents()).into_owned();
         let stderr = String::from_utf8_lossy(&output.stderr.contents()).into_owned();
+        let log = self.instances.log();
         for (stream, text) in [("stdout", &stdout), ("stderr", &stderr)] {
             if !text.is_empty() {
-                tracing::info!(
-                    plugin = &*self.name,
-                    tool = tool.name,
-                    "guest {stream}: {}",
-                    text.trim_end()
-                );
+                let line = format!("{}: guest {stream}: {}", tool.name, text.trim_end());
+                log.write(Severity::Info, &line);
             }
         }
+        log.report_dropped();
         let results = outcome.map_err(|e| self.failure(&e, &stderr))?;
         let size: usize = results.iter().map(value_size).sum();
         if size > limits.max_result_bytes {

@@ -37,7 +37,7 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
 
-use crate::grants::{FileGrant, Grants};
+use crate::grants::Grants;
 use crate::manifest::{self, Manifest, Mode};
 use crate::network::{Network, NetworkGrant};
 use crate::plugin::Limits;
@@ -607,10 +607,7 @@ pub fn effective(
                 format!("read-only: {}", narrowed.join("; ")),
             )
         });
-        out.files.push(FileGrant {
-            writable: mode == Mode::ReadWrite,
-            ..grant.clone()
-        });
+        out.files.push(grant.with_writable(mode == Mode::ReadWrite));
     }
     if let Some(manifest) = manifest {
         for asked in &manifest.files {

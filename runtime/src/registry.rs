@@ -17,7 +17,7 @@ use crate::policy::Policy;
 use crate::source::{Fetched, Source};
 
 /// Where a plugin comes from and what it may use.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct PluginSource {
     pub name: String,
     pub source: Source,

@@ -125,9 +125,10 @@ struct Origin {
     digest: String,
     /// A new, changed or removed signature is admitted anew.
     signature: Option<String>,
-    /// The source's name, path, limits and grants, compared through their `Debug` form so that
-    /// any setting added to [`PluginSource`] later takes part too.
-    settings: String,
+    /// The source's name, path, limits and grants, compared by value: a changed secret in an
+    /// injected header or an environment value is a change (their `Debug` form hides them), and
+    /// so is a granted directory whose path now names another directory.
+    settings: PluginSource,
 }
 
 impl Origin {
@@ -135,7 +136,7 @@ impl Origin {
         Self {
             digest: fetched.digest.to_string(),
             signature: fetched.signature.clone(),
-            settings: format!("{source:?}"),
+            settings: source.clone(),
         }
     }
 }
@@ -249,8 +250,17 @@ impl Loader {
         let mut failed = Vec::new();
         let mut to_compile = Vec::new();
         assert_eq!(sources.len(), fetched.len(), "one fetch per source");
+        let writable: Vec<&Path> = sources
+            .iter()
+            .flat_map(|s| &s.grants.files)
+            .filter(|grant| grant.writable)
+            .map(|grant| grant.host.as_path())
+            .collect();
         for (index, (source, fetched)) in sources.iter().zip(fetched).enumerate() {
-            if let Some(error) = self.exposure(source) {
+            if let Some(error) = self
+                .exposure(source)
+                .or_else(|| redirection(source, &writable))
+            {
                 failed.push(LoadError {
                     plugin: source.name.clone(),
                     error,
@@ -581,6 +591,35 @@ fn absolute(path: &Path) -> PathBuf {
 
 /// `path` made absolute with its symlinks resolved, as file grants are; for a file that does not
 /// exist yet (a lock file, an audit log), its folder's canonical path and its name.
+/// Why `source` may not load if one of its granted directories is reached through a symlink
+/// that lies in a folder some plugin may write (`writable`): that plugin could have put it
+/// there to point the grant at a directory of its choosing, for this load or a later one.
+fn redirection(source: &PluginSource, writable: &[&Path]) -> Option<anyhow::Error> {
+    source.grants.files.iter().find_map(|grant| {
+        let mut prefix = PathBuf::new();
+        for part in grant.requested.components() {
+            prefix.push(part);
+            let is_link = std::fs::symlink_metadata(&prefix).is_ok_and(|m| m.is_symlink());
+            let folder = prefix.parent().map(canonical);
+            let Some(folder) = folder.filter(|_| is_link) else {
+                continue;
+            };
+            if let Some(granted) = writable.iter().find(|w| folder.starts_with(w)) {
+                return Some(anyhow::anyhow!(
+                    "plugin \"{}\" is not loaded: its grant of {} passes through the symlink \
+                     {}, which lies in {}, a folder granted writable to a plugin (which could \
+                     have made the link); grant the directory by a path without it",
+                    source.name,
+                    grant.requested.display(),
+                    prefix.display(),
+                    granted.display()
+                ));
+            }
+        }
+        None
+    })
+}
+
 fn canonical(path: &Path) -> PathBuf {
     if let Ok(path) = path.canonicalize() {
         return path;

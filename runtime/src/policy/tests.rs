@@ -1,4 +1,5 @@
 use super::*;
+use crate::grants::FileGrant;
 use crate::manifest::RequestedDir;
 
 fn pattern(text: &str) -> NetworkGrant {
@@ -66,16 +67,8 @@ fn dir(name: &str) -> PathBuf {
 fn operator_grants() -> Grants {
     Grants {
         files: vec![
-            FileGrant {
-                host: dir("notes"),
-                guest: "/notes".into(),
-                writable: true,
-            },
-            FileGrant {
-                host: dir("home"),
-                guest: "/home".into(),
-                writable: false,
-            },
+            FileGrant::open(&dir("notes"), "/notes", true).unwrap(),
+            FileGrant::open(&dir("home"), "/home", false).unwrap(),
         ],
         env: vec![
             ("TITLE".into(), "Mine".into()),

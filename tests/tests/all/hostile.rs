@@ -64,6 +64,11 @@ struct Case {
     tool: Option<String>,
     #[serde(default)]
     args: toml::Table,
+    /// Calls made first, in order, each in a fresh instance as every call is: the steps of an
+    /// attack that spans calls. Their outcomes are not judged (a step may fail halfway and still
+    /// have done its harm).
+    #[serde(default)]
+    before: Vec<Step>,
     /// Directory grants, as `moat.toml` writes them; `host` is relative to the fixture.
     #[serde(default)]
     files: Vec<toml::Value>,
@@ -95,6 +100,15 @@ struct Case {
 
 fn hostile() -> String {
     "hostile".into()
+}
+
+/// A call made before the attack.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Step {
+    tool: String,
+    #[serde(default)]
+    args: toml::Table,
 }
 
 /// A symlink made in the fixture before the call: `link` (relative to the fixture) → `target`.
@@ -135,6 +149,8 @@ struct Expect {
     /// up the process's file descriptors).
     #[serde(default)]
     host_keeps_fds: bool,
+    /// The most moat may write to its own log for the plugin during the call, in KiB.
+    max_log_kb: Option<u64>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -547,6 +563,16 @@ async fn run_case(
             &fixture,
             ports,
         );
+        for step in &case.before {
+            let tool = format!("{}_{}", case.plugin.replace('-', "_"), step.tool);
+            let args = expand_json(
+                serde_json::to_value(&step.args).expect("arguments as JSON"),
+                &fixture,
+                ports,
+            );
+            let _ = try_call(&plugin, &tool, args).await;
+        }
+        let logged_before = plugin.logged_bytes();
         match &case.burst {
             None => {
                 let rss_before = reset_peak_rss();
@@ -580,6 +606,15 @@ async fn run_case(
                 }
             }
             Some(burst) => problems.extend(run_burst(&plugin, &tool, args, case, burst).await),
+        }
+        let logged = (plugin.logged_bytes() - logged_before) >> 10;
+        if let Some(kb) = case.expect.max_log_kb
+            && logged > kb
+        {
+            problems.push(format!(
+                "moat logged {logged} KiB for the plugin during the call, more than the {kb} KiB \
+                 allowed"
+            ));
         }
         plugin
     };
@@ -637,6 +672,7 @@ async fn run_burst(
     case: &Case,
     burst: &Burst,
 ) -> Vec<String> {
+    let watcher = case.expect.host_keeps_fds.then(FdWatcher::start);
     let mut calls = tokio::task::JoinSet::new();
     for _ in 0..burst.calls {
         let plugin = plugin.clone();
@@ -646,6 +682,11 @@ async fn run_burst(
     }
     let outcomes = calls.join_all().await;
     let mut problems = Vec::new();
+    if let Some(failure) = watcher.and_then(FdWatcher::stop) {
+        problems.push(format!(
+            "the host could not open a file while the calls ran: {failure}"
+        ));
+    }
     let mut succeeded = 0;
     for outcome in &outcomes {
         match outcome {

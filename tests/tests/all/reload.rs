@@ -450,3 +450,169 @@ fn a_plugin_that_could_write_what_decides_its_grants_is_not_loaded() {
     );
     fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Writes `text` as a private secrets file at `path`.
+fn write_secrets(path: &Path, text: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    fs::write(path, text).unwrap();
+    fs::set_permissions(path, fs::Permissions::from_mode(0o600)).unwrap();
+}
+
+/// Plugin `writer` may write `work/`; plugin `reader` may read `work/assets/`. The writer moves
+/// `assets` aside and puts a symlink to a private folder of the operator's in its place: the
+/// reader's instances keep the directory that was checked, and a reload (or a restart) refuses
+/// the grant that now leads through the writer's symlink.
+#[tokio::test]
+async fn a_plugin_cannot_redirect_another_plugins_grant() {
+    let dir = temp_dir("redirect").canonicalize().unwrap();
+    fs::create_dir_all(dir.join("work/assets")).unwrap();
+    fs::write(dir.join("work/assets/logo.txt"), "the logo").unwrap();
+    fs::create_dir_all(dir.join("private")).unwrap();
+    fs::write(dir.join("private/key.txt"), "private-key-5530").unwrap();
+    write_secrets(&dir.join("secrets.toml"), "TOKEN = \"tok-4411\"\n");
+    let config = dir.join("moat.toml");
+    fs::write(
+        &config,
+        format!(
+            "secrets = \"secrets.toml\"\n\
+             [plugins.writer]\npath = \"{hostile}\"\n\
+             files = [{{ host = \"work\", guest = \"/work\", mode = \"rw\" }}]\n\
+             [plugins.reader]\npath = \"{hostile}\"\n\
+             files = [{{ host = \"work/assets\", guest = \"/assets\", mode = \"ro\" }}]\n",
+            hostile = plugins::HOSTILE
+        ),
+    )
+    .unwrap();
+    let served = Served {
+        paths: vec![],
+        config: Some(config.clone()),
+        secrets: None,
+    };
+    let mut loader = Loader::new(engine().clone(), None);
+    let first = load(&mut loader, &served);
+    assert!(first.failed.is_empty(), "{:?}", first.failed);
+    let writer = plugin(&first.registry, "writer").clone();
+    let reader = plugin(&first.registry, "reader").clone();
+
+    let swap = moat_tests::call(
+        &writer,
+        "writer_swap_for_symlink",
+        json!({ "path": "/work/assets", "target": "../private" }),
+    )
+    .await;
+    assert_ne!(swap.is_error, Some(true), "{swap:?}");
+    assert!(
+        fs::symlink_metadata(dir.join("work/assets"))
+            .unwrap()
+            .is_symlink()
+    );
+
+    let read = moat_tests::call(
+        &reader,
+        "reader_read_file",
+        json!({ "path": "/assets/key.txt" }),
+    )
+    .await;
+    assert_eq!(read.is_error, Some(true), "{read:?}");
+    assert!(!format!("{read:?}").contains("private-key"), "{read:?}");
+    // Still the directory that was granted, now at its new path.
+    let logo = moat_tests::call(
+        &reader,
+        "reader_read_file",
+        json!({ "path": "/assets/logo.txt" }),
+    )
+    .await;
+    assert_eq!(moat_tests::text(&logo), "the logo");
+
+    // A reload reads the grant again: through the writer's symlink it is refused, and the reader
+    // loaded before stays in service with the directory it had.
+    let second = load(&mut loader, &served);
+    let refused = second
+        .failed
+        .iter()
+        .find(|f| f.plugin == "reader")
+        .unwrap_or_else(|| panic!("the reader was loaded again: {:?}", second.unchanged));
+    let message = format!("{:#}", refused.error);
+    assert!(
+        message.contains("passes through the symlink") && message.contains("work/assets"),
+        "{message}"
+    );
+    assert!(second.kept.contains(&"reader".to_string()));
+    let kept = plugin(&second.registry, "reader").clone();
+    let read = moat_tests::call(
+        &kept,
+        "reader_read_file",
+        json!({ "path": "/assets/logo.txt" }),
+    )
+    .await;
+    assert_eq!(moat_tests::text(&read), "the logo");
+
+    // So does a fresh start.
+    let mut restarted = Loader::new(engine().clone(), None);
+    let fresh = load(&mut restarted, &served);
+    assert!(fresh.failed.iter().any(|f| f.plugin == "reader"));
+    assert!(
+        fresh
+            .registry
+            .plugins()
+            .iter()
+            .all(|p| &*p.name != "reader")
+    );
+
+    // A symlink to the folder of moat.toml and the secrets: the whole config is refused, and
+    // nothing served changes.
+    fs::remove_file(dir.join("work/assets")).unwrap();
+    std::os::unix::fs::symlink("..", dir.join("work/assets")).unwrap();
+    let error = format!("{:#}", served.sources().unwrap_err());
+    assert!(error.contains("contains the secrets file"), "{error}");
+    let read = moat_tests::call(
+        &kept,
+        "reader_read_file",
+        json!({ "path": "/assets/secrets.toml" }),
+    )
+    .await;
+    assert!(!format!("{read:?}").contains("tok-4411"), "{read:?}");
+    fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A reload that changes nothing but an injected secret's value (a revoked token) loads the
+/// plugin again with the new value; one that changes nothing keeps it.
+#[test]
+fn a_changed_secret_reloads_the_plugin() {
+    let dir = temp_dir("secret-change");
+    write_secrets(&dir.join("secrets.toml"), "TOKEN = \"old-token\"\n");
+    let config = dir.join("moat.toml");
+    fs::write(
+        &config,
+        format!(
+            "secrets = \"secrets.toml\"\n[plugins.api]\npath = \"{}\"\n\
+             network = [\"https://api.example.org\"]\n\
+             inject = [{{ host = \"api.example.org\", header = \"Authorization\", \
+             value = \"Bearer ${{secret:TOKEN}}\" }}]\n",
+            plugins::ECHO
+        ),
+    )
+    .unwrap();
+    let served = Served {
+        paths: vec![],
+        config: Some(config),
+        secrets: None,
+    };
+    let mut loader = Loader::new(engine().clone(), None);
+    assert_eq!(load(&mut loader, &served).compiled, ["api"]);
+    assert_eq!(load(&mut loader, &served).unchanged, ["api"]);
+    write_secrets(&dir.join("secrets.toml"), "TOKEN = \"new-token\"\n");
+    let outcome = load(&mut loader, &served);
+    assert_eq!(
+        outcome.compiled,
+        ["api"],
+        "the revoked token is still in use"
+    );
+    let injected = &plugin(&outcome.registry, "api")
+        .admission
+        .grants
+        .network
+        .inject[0];
+    assert_eq!(injected.value, "Bearer new-token");
+    fs::remove_dir_all(&dir).unwrap();
+}

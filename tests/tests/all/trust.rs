@@ -269,17 +269,9 @@ async fn the_plugin_runs_with_request_grant_and_ceiling_intersected() {
     let notes = notes.canonicalize().unwrap();
     let grants = Grants {
         files: vec![
-            FileGrant {
-                host: notes.clone(),
-                guest: "/notes".into(),
-                writable: true,
-            },
+            FileGrant::open(&notes, "/notes", true).unwrap(),
             // Not asked for: cut, though the operator grants it.
-            FileGrant {
-                host: other.canonicalize().unwrap(),
-                guest: "/other".into(),
-                writable: true,
-            },
+            FileGrant::open(&other.canonicalize().unwrap(), "/other", true).unwrap(),
         ],
         env: vec![
             ("NOTES_TITLE".into(), "Mine".into()),

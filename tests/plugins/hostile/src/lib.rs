@@ -2,6 +2,7 @@
 //! (`tests/hostile/`). Denied operations come back as `Err` with the OS error's text, so the suite
 //! can tell "denied" from "crashed".
 
+use std::ffi::c_int;
 use std::fmt::Display;
 use std::hint::black_box;
 use std::io::{Read, Write};
@@ -121,6 +122,49 @@ impl Guest for Hostile {
             Some(e) => Err(format!("opened {} handles, then: {e}", files.len())),
             None => Ok(format!("held {} open handles", files.len())),
         }
+    }
+
+    fn swap_for_symlink(path: String, target: String) -> Result<String, String> {
+        std::fs::rename(&path, format!("{path}.moved")).map_err(at("rename"))?;
+        symlink(&target, &path).map_err(at("symlink"))?;
+        Ok(format!("{path} -> {target}"))
+    }
+
+    fn open_sockets(count: u32, hold_ms: u32) -> Result<String, String> {
+        // wasi-libc's socket(): AF_INET is 1 and SOCK_STREAM 6 there.
+        unsafe extern "C" {
+            fn socket(domain: c_int, kind: c_int, protocol: c_int) -> c_int;
+            fn close(fd: c_int) -> c_int;
+        }
+        let mut sockets = Vec::new();
+        let mut failure = None;
+        for _ in 0..count {
+            // SAFETY: plain libc calls on descriptors this function owns.
+            let fd = unsafe { socket(1, 6, 0) };
+            if fd < 0 {
+                failure = Some(std::io::Error::last_os_error());
+                break;
+            }
+            sockets.push(fd);
+        }
+        std::thread::sleep(Duration::from_millis(u64::from(hold_ms)));
+        let held = sockets.len();
+        for fd in sockets {
+            // SAFETY: as above.
+            unsafe { close(fd) };
+        }
+        match failure {
+            Some(e) => Err(format!("created {held} sockets, then: {e}")),
+            None => Ok(format!("held {held} sockets")),
+        }
+    }
+
+    fn flood_log(count: u32) -> Result<String, String> {
+        let message = "x".repeat(16 << 10);
+        for _ in 0..count {
+            moat::plugin::log::log(moat::plugin::log::Level::Info, &message);
+        }
+        Ok(format!("logged {count} messages"))
     }
 
     fn list_dir(path: String) -> Result<String, String> {
@@ -282,7 +326,7 @@ impl Guest for Hostile {
 
 /// `symlink(2)` from wasi-libc: std's own wrapper is still unstable on WASI.
 fn symlink(target: &str, link: &str) -> std::io::Result<()> {
-    use std::ffi::{CString, c_char, c_int};
+    use std::ffi::{CString, c_char};
     unsafe extern "C" {
         fn symlink(target: *const c_char, link: *const c_char) -> c_int;
     }
