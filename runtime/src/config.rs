@@ -15,6 +15,10 @@
 //! env = { NOTES_TITLE = "Mine", TOKEN = "${env:NOTES_TOKEN}" }   # from moat's environment
 //! network = ["https://api.example.com", "*.wikipedia.org:443"]   # nothing unless listed
 //! inject = [{ host = "api.example.com", header = "Authorization", value = "Bearer ${secret:API_TOKEN}" }]
+//!
+//! [plugins.notes.tools]        # by the names moat gives them: rename or hide a tool
+//! notes_search = { name = "notes_find" }
+//! notes_delete = { hide = true }
 //! ```
 //!
 //! `${secret:NAME}` takes a value from the secrets file, a TOML table of strings readable only by
@@ -35,6 +39,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use crate::grants::{FileGrant, Grants};
+use crate::naming::{ToolRule, ToolRules, check_tool_name};
 use crate::network::{Injection, Network, NetworkGrant};
 use crate::plugin::{Limits, sanitize};
 use crate::registry::PluginSource;
@@ -148,7 +153,29 @@ struct PluginEntry {
     /// `inject = [{ host = "api.example.com", header = "Authorization", value = "Bearer ${secret:API_TOKEN}" }]`
     #[serde(default)]
     inject: Vec<InjectEntry>,
+    /// Tools renamed or hidden, each by the name moat gives it (`NAME_TOOL`, as `tools/list`
+    /// shows it): to settle a clash with another plugin's tool, or to withhold one.
+    ///
+    /// `[plugins.notes.tools]` `notes_search = { name = "notes_find" }`, `notes_delete = { hide = true }`
+    #[serde(default)]
+    tools: BTreeMap<String, ToolEntry>,
 }
+
+/// One tool, renamed (`{ name = "notes_find" }`) or hidden (`{ hide = true }`).
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[schemars(extend("oneOf" = [{ "required": ["name"] }, { "required": ["hide"] }]))]
+struct ToolEntry {
+    /// The name to offer the tool under: 1 to 64 ASCII letters, digits, `_` or `-`; like any
+    /// name, it may not be another tool's.
+    #[schemars(regex(pattern = TOOL_NAME_PATTERN))]
+    name: Option<String>,
+    /// `true`: the tool is neither listed nor callable.
+    hide: Option<bool>,
+}
+
+/// A tool name, as [`check_tool_name`] wants it.
+const TOOL_NAME_PATTERN: &str = r"^[A-Za-z0-9_-]{1,64}$";
 
 /// A header moat adds to the plugin's requests to one host.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -367,11 +394,14 @@ fn parse(
             }
             let source =
                 plugin_source(&entry, base).with_context(|| format!("plugin \"{name}\""))?;
+            let tools =
+                tool_rules(&entry.tools).with_context(|| format!("in [plugins.{name}.tools]"))?;
             Ok(PluginSource {
                 name,
                 source,
                 limits,
                 grants,
+                tools,
             })
         })
         .collect()
@@ -392,6 +422,24 @@ fn refuse_exposed_secrets(plugin: &str, grants: &Grants, secrets: &Path) -> Resu
         ),
         None => Ok(()),
     }
+}
+
+fn tool_rules(entries: &BTreeMap<String, ToolEntry>) -> Result<ToolRules> {
+    entries
+        .iter()
+        .map(|(tool, entry)| {
+            let rule = match (&entry.name, entry.hide) {
+                (Some(name), None | Some(false)) => {
+                    check_tool_name(name).with_context(|| format!("`{tool}`"))?;
+                    ToolRule::Rename(name.clone())
+                }
+                (None, Some(true)) => ToolRule::Hide,
+                (Some(_), Some(true)) => bail!("`{tool}`: give `name` or `hide`, not both"),
+                (None, _) => bail!("`{tool}`: give `name = \"…\"` or `hide = true`"),
+            };
+            Ok((tool.clone(), rule))
+        })
+        .collect()
 }
 
 /// The one component a plugin entry names, by `path` or by `source`.
@@ -483,6 +531,7 @@ pub fn sources_from_args(args: &[String]) -> Result<Vec<PluginSource>> {
                 source,
                 limits: Limits::default(),
                 grants: Grants::default(),
+                tools: ToolRules::new(),
             });
         }
     }
@@ -559,6 +608,40 @@ mod tests {
             format!("{error:#}").contains("unknown field `deadline`"),
             "{error:#}"
         );
+    }
+
+    #[test]
+    fn tools_are_renamed_or_hidden() {
+        let parse_tools = |table: &str| {
+            parse(
+                &format!("[plugins.x]\npath = \"x.wasm\"\n[plugins.x.tools]\n{table}"),
+                Path::new("."),
+                &no_env,
+                None,
+            )
+            .map(|sources| sources[0].tools.clone())
+            .map_err(|e| format!("{e:#}"))
+        };
+        assert_eq!(
+            parse_tools("x_read_file = { name = \"x_fetch\" }\nx_write = { hide = true }\n"),
+            Ok(ToolRules::from([
+                ("x_read_file".into(), ToolRule::Rename("x_fetch".into())),
+                ("x_write".into(), ToolRule::Hide),
+            ]))
+        );
+        for (table, expected) in [
+            (
+                "a = { name = \"bad name\" }",
+                "tool name \"bad name\" must be",
+            ),
+            ("a = { name = \"b\", hide = true }", "not both"),
+            ("a = { hide = false }", "give `name"),
+            ("a = {}", "give `name"),
+            ("a = { rename = \"b\" }", "unknown field `rename`"),
+        ] {
+            let error = parse_tools(table).unwrap_err();
+            assert!(error.contains(expected), "{table}: {error}");
+        }
     }
 
     #[test]

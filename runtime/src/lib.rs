@@ -25,6 +25,7 @@ pub mod http;
 pub mod instances;
 pub mod lock;
 pub mod manifest;
+pub mod naming;
 pub mod network;
 pub mod output;
 pub mod parallel;

@@ -359,6 +359,9 @@ async fn serve(
     ]
     .into_iter()
     .flatten()
+    // Plugin files and folders named here: one who may write a folder may add plugins to it.
+    // (URLs and OCI references are not paths; what they fetch lies in the cache.)
+    .chain(served.paths.iter().filter(|p| p.exists()).cloned())
     .collect();
     let mut loader = Loader::new(moat::engine::new_engine_with_fuel(fuel)?, cache)
         .with_policy(policy)

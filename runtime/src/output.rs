@@ -17,7 +17,7 @@ use serde_json::{Map, Value, json};
 use wasmtime::component::{Type, Val};
 
 use crate::docs::TypeDocs;
-use crate::schema::{self, Unsupported};
+use crate::schema::{self, Budget, SchemaError};
 use crate::values::to_json;
 
 /// The shape of a tool's return value.
@@ -51,14 +51,18 @@ impl Returns {
         }
     }
 
-    /// The tool's `outputSchema`, when it returns structured content.
-    pub fn output_schema(&self, docs: Option<TypeDocs<'_>>) -> Result<Option<Value>, Unsupported> {
+    /// The tool's `outputSchema`, when it returns structured content, paid from `budget`.
+    pub fn output_schema(
+        &self,
+        docs: Option<TypeDocs<'_>>,
+        budget: &mut Budget,
+    ) -> Result<Option<Value>, SchemaError> {
         let (payload, docs) = match self {
             Returns::Nothing => return Ok(None),
             Returns::Value(payload) => (payload, docs),
             Returns::Result { ok, err } => {
                 if let Some(err) = err {
-                    schema::schema(err, None)?; // refuse an error type with no JSON form early
+                    schema::schema(err, None, budget)?; // refuse an error type with no JSON form early
                 }
                 match ok {
                     Some(payload) => (payload, docs.and_then(|d| d.result_arms().0)),
@@ -69,7 +73,7 @@ impl Returns {
         let Payload::Json(ty) = payload else {
             return Ok(None);
         };
-        let inner = schema::schema(ty, docs)?;
+        let inner = schema::schema(ty, docs, budget)?;
         Ok(Some(if matches!(ty, Type::Record(_)) {
             inner
         } else {

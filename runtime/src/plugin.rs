@@ -22,14 +22,28 @@ use crate::grants::Grants;
 use crate::guest_log::Severity;
 use crate::host::{EventSink, HostState};
 use crate::instances::{Fresh, Instances, MakeError};
+use crate::naming::ToolRules;
 use crate::network::Denials;
 use crate::output::Returns;
-use crate::schema::{Unsupported, object_schema};
+use crate::schema::{Budget, SchemaError, object_schema};
 use crate::source::{Digest, Fetched};
 use crate::values::{ArgError, args_from_json};
 
 /// The longest tool name many MCP hosts accept.
 pub const MAX_TOOL_NAME: usize = 64;
+
+/// The most schema nodes (see [`Budget`]) one tool's input and output schemas may have together.
+/// The largest bundled tool has a few hundred; this leaves room for big real-world types while
+/// keeping one tool's schemas to a few MiB.
+pub const MAX_TOOL_SCHEMA_NODES: usize = 20_000;
+
+/// The most schema nodes all of a plugin's tools may have together: bounds what a load (and
+/// every reload) allocates for one plugin to some tens of MiB.
+pub const MAX_PLUGIN_SCHEMA_NODES: usize = 100_000;
+
+/// The most tools one plugin may export: far above any real plugin, and small enough that a
+/// tool list stays readable for a model.
+pub const MAX_TOOLS: usize = 1_000;
 
 /// How much one call may use.
 #[derive(Clone, Debug, PartialEq)]
@@ -187,7 +201,9 @@ impl std::fmt::Display for DeadlineExceeded {
 impl std::error::Error for DeadlineExceeded {}
 
 impl Plugin {
-    /// Compiles `wasm` and finds its tools. A plugin with no usable tool still loads (and says so).
+    /// Compiles `wasm` and finds its tools, named as `rules` say. A plugin with no usable tool
+    /// still loads (and says so).
+    #[allow(clippy::too_many_arguments)]
     pub fn load(
         engine: &Engine,
         linker: &Linker<HostState>,
@@ -195,6 +211,7 @@ impl Plugin {
         fetched: &Fetched,
         limits: Limits,
         grants: Grants,
+        rules: &ToolRules,
         cache: Option<&Cache>,
     ) -> Result<Self> {
         let wasm = &fetched.wasm[..];
@@ -224,7 +241,7 @@ impl Plugin {
         for note in crate::grants::ungranted(&imports, &grants) {
             tracing::info!(plugin = name, "{note}");
         }
-        let (tools, skipped) = discover_tools(engine, &component, name, docs.as_ref());
+        let (tools, skipped) = discover_tools(engine, &component, name, rules, docs.as_ref())?;
         for (export, reason) in &skipped {
             tracing::warn!(
                 plugin = name,
@@ -396,13 +413,15 @@ impl Plugin {
     }
 }
 
-/// Every exported function, at the top level or in an exported instance, is a tool.
+/// Every exported function, at the top level or in an exported instance, is a tool, unless
+/// `rules` hide it. Too many tools, or schemas too large, refuse the whole plugin.
 fn discover_tools(
     engine: &Engine,
     component: &Component,
     plugin: &str,
+    rules: &ToolRules,
     docs: Option<&PluginDocs>,
-) -> (Vec<Tool>, Vec<(String, String)>) {
+) -> Result<(Vec<Tool>, Vec<(String, String)>)> {
     struct Found {
         interface: Option<String>,
         function: String,
@@ -445,23 +464,42 @@ fn discover_tools(
         }
     }
 
+    if found.len() > MAX_TOOLS {
+        bail!(
+            "plugin \"{plugin}\" exports {} functions, more than the {MAX_TOOLS} tools a plugin \
+             may have",
+            found.len()
+        );
+    }
+    let defaults: Vec<String> = found
+        .iter()
+        .map(|f| {
+            let qualify = found
+                .iter()
+                .filter(|other| other.function == f.function)
+                .count()
+                > 1;
+            tool_name(
+                plugin,
+                f.interface.as_deref().filter(|_| qualify),
+                &f.function,
+            )
+        })
+        .collect();
+    let names = crate::naming::apply(plugin, rules, &defaults)?;
+
     let mut tools = Vec::new();
     let mut skipped = Vec::new();
-    for f in &found {
+    let mut plugin_nodes_left = MAX_PLUGIN_SCHEMA_NODES;
+    for (f, name) in found.iter().zip(names) {
         let export = match &f.interface {
             Some(interface) => format!("{interface}#{}", f.function),
             None => f.function.clone(),
         };
-        let qualify = found
-            .iter()
-            .filter(|other| other.function == f.function)
-            .count()
-            > 1;
-        let name = tool_name(
-            plugin,
-            f.interface.as_deref().filter(|_| qualify),
-            &f.function,
-        );
+        let Some(name) = name else {
+            skipped.push((export, "moat.toml hides it".to_string()));
+            continue;
+        };
         if name.len() > MAX_TOOL_NAME {
             skipped.push((
                 export,
@@ -470,13 +508,37 @@ fn discover_tools(
             continue;
         }
         let function_docs = docs.and_then(|d| d.function(f.interface.as_deref(), &f.function));
-        match describe_tool(name, export.clone(), plugin, &f.ty, f.index, function_docs) {
+        // A tool gets its own allowance, or what the plugin has left if that is less.
+        let per_tool = MAX_TOOL_SCHEMA_NODES <= plugin_nodes_left;
+        let mut budget = Budget::new(MAX_TOOL_SCHEMA_NODES.min(plugin_nodes_left));
+        let described = describe_tool(
+            name.clone(),
+            export.clone(),
+            plugin,
+            &f.ty,
+            f.index,
+            function_docs,
+            &mut budget,
+        );
+        plugin_nodes_left -= MAX_TOOL_SCHEMA_NODES.min(plugin_nodes_left) - budget.left();
+        match described {
             Ok(tool) => tools.push(tool),
-            Err(unsupported) => skipped.push((export, unsupported.to_string())),
+            Err(SchemaError::Unsupported(unsupported)) => {
+                skipped.push((export, unsupported.to_string()))
+            }
+            Err(SchemaError::TooLarge) if per_tool => bail!(
+                "plugin \"{plugin}\": the JSON Schemas of tool `{name}` ({export}) would have \
+                 more than {MAX_TOOL_SCHEMA_NODES} nodes, the most one tool may have"
+            ),
+            Err(SchemaError::TooLarge) => bail!(
+                "plugin \"{plugin}\": with tool `{name}` ({export}), the JSON Schemas of its \
+                 tools would have more than {MAX_PLUGIN_SCHEMA_NODES} nodes, the most one plugin \
+                 may have"
+            ),
         }
     }
     tools.sort_by(|a, b| a.name.cmp(&b.name));
-    (tools, skipped)
+    Ok((tools, skipped))
 }
 
 fn describe_tool(
@@ -486,15 +548,17 @@ fn describe_tool(
     ty: &ComponentFunc,
     index: ComponentExportIndex,
     docs: Option<FunctionDocs<'_>>,
-) -> Result<Tool, Unsupported> {
+    budget: &mut Budget,
+) -> Result<Tool, SchemaError> {
     let params: Vec<(String, Type)> = ty.params().map(|(n, t)| (n.to_string(), t)).collect();
     let results: Vec<Type> = ty.results().collect();
     let returns = Returns::of(results.first().cloned());
     let input = object_schema(
         params.iter().map(|(n, t)| (n.as_str(), t.clone())),
         |param| docs.map_or((None, None), |d| d.param(param)),
+        budget,
     )?;
-    let output = returns.output_schema(docs.and_then(|d| d.result()))?;
+    let output = returns.output_schema(docs.and_then(|d| d.result()), budget)?;
     let description = docs
         .and_then(|d| d.description())
         .unwrap_or_else(|| format!("Calls `{export}` of the plugin \"{plugin}\"."));

@@ -1,6 +1,12 @@
 //! The tools of every loaded plugin, under their MCP names.
+//!
+//! A tool name reaches exactly one plugin, and never silently another: when two plugins offer a
+//! tool of one name, the later of them is refused as a whole (a load error naming both plugins
+//! and the tool). "Later" is deterministic: a plugin already serving the name keeps it (on a
+//! reload); otherwise the plugin whose name sorts first keeps it. `[plugins.NAME.tools]` in
+//! moat.toml renames or hides a tool to settle the clash (see [`crate::naming`]).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::ops::Bound;
 use std::sync::Arc;
 
@@ -12,6 +18,7 @@ use crate::audit::AuditLog;
 use crate::cache::Cache;
 use crate::grants::Grants;
 use crate::host;
+use crate::naming::ToolRules;
 use crate::plugin::{Limits, Plugin, Tool};
 use crate::policy::Policy;
 use crate::source::{Fetched, Source};
@@ -23,6 +30,8 @@ pub struct PluginSource {
     pub source: Source,
     pub limits: Limits,
     pub grants: Grants,
+    /// The operator's renames and hidings of its tools (`[plugins.NAME.tools]`).
+    pub tools: ToolRules,
 }
 
 /// The engine, the linker every plugin shares, and the plugins loaded on them.
@@ -80,6 +89,21 @@ impl Registry {
         cache: Option<&Cache>,
         policy: &Policy,
     ) -> Result<(Self, Vec<LoadError>)> {
+        let (plugins, mut errors) = Self::compile(engine, sources, fetched, cache, policy)?;
+        let (registry, refused) = Self::from_plugins(engine, plugins, &HashMap::new());
+        errors.extend(refused);
+        Ok((registry, errors))
+    }
+
+    /// Compiles each source from the component fetched for it, side by side, without yet
+    /// deciding which plugin gets which tool name (see [`Registry::from_plugins`]).
+    pub fn compile(
+        engine: &Engine,
+        sources: &[PluginSource],
+        fetched: Vec<Result<Fetched>>,
+        cache: Option<&Cache>,
+        policy: &Policy,
+    ) -> Result<(Vec<Arc<Plugin>>, Vec<LoadError>)> {
         assert_eq!(sources.len(), fetched.len(), "one fetch per source");
         let mut linker = Linker::new(engine);
         host::add_to_linker(&mut linker)?;
@@ -93,6 +117,7 @@ impl Registry {
                 &component,
                 admitted.limits.clone(),
                 admitted.grants.clone(),
+                &source.tools,
                 cache,
             )?;
             plugin.admission = admitted;
@@ -103,54 +128,89 @@ impl Registry {
             |(source, fetched)| load(source, fetched),
         );
 
-        let mut registry = Self {
-            engine: engine.clone(),
-            plugins: Vec::new(),
-            tools: BTreeMap::new(),
-            audit: None,
-        };
+        let mut plugins = Vec::new();
         let mut errors = Vec::new();
         for (source, result) in sources.iter().zip(results) {
             match result {
-                Ok(plugin) => registry.add(Arc::new(plugin)),
+                Ok(plugin) => plugins.push(Arc::new(plugin)),
                 Err(error) => errors.push(LoadError {
                     plugin: source.name.clone(),
                     error,
                 }),
             }
         }
-        Ok((registry, errors))
+        Ok((plugins, errors))
     }
 
-    /// A registry of plugins already loaded (a reload keeps the unchanged ones); when two offer a
-    /// tool of the same name, the first one keeps it.
-    pub fn from_plugins(engine: &Engine, plugins: impl IntoIterator<Item = Arc<Plugin>>) -> Self {
+    /// A registry of plugins already loaded (a reload keeps the unchanged ones). `served` maps
+    /// each tool name served until now to its plugin: that plugin keeps the name. Any other
+    /// plugin offering a name already taken is refused as a whole, the plugins being taken in
+    /// name order; the refusals are returned.
+    pub fn from_plugins(
+        engine: &Engine,
+        plugins: impl IntoIterator<Item = Arc<Plugin>>,
+        served: &HashMap<String, String>,
+    ) -> (Self, Vec<LoadError>) {
+        let mut plugins: Vec<Arc<Plugin>> = plugins.into_iter().collect();
+        plugins.sort_by(|a, b| a.name.cmp(&b.name));
         let mut registry = Self {
             engine: engine.clone(),
             plugins: Vec::new(),
             tools: BTreeMap::new(),
             audit: None,
         };
-        for plugin in plugins {
-            registry.add(plugin);
+        let mut refused = Vec::new();
+        for plugin in &plugins {
+            match registry.clash(plugin, &plugins, served) {
+                None => registry.add(plugin.clone()),
+                Some(error) => refused.push(LoadError {
+                    plugin: plugin.name.to_string(),
+                    error,
+                }),
+            }
         }
-        registry
+        (registry, refused)
     }
 
+    /// Why `plugin` may not join: one of its tool names is taken, or belongs to another of
+    /// `candidates` that served it until now.
+    fn clash(
+        &self,
+        plugin: &Plugin,
+        candidates: &[Arc<Plugin>],
+        served: &HashMap<String, String>,
+    ) -> Option<anyhow::Error> {
+        plugin.tools.iter().find_map(|tool| {
+            let (owner, why) = match self.tools.get(&tool.name) {
+                Some(&(other, _)) => (self.plugins[other].name.to_string(), ""),
+                None => {
+                    let owner = served.get(&tool.name).filter(|o| **o != *plugin.name)?;
+                    let rival = candidates.iter().find(|p| *p.name == **owner)?;
+                    rival.tools.iter().find(|t| t.name == tool.name)?;
+                    (owner.clone(), ", which was serving it already")
+                }
+            };
+            Some(anyhow::anyhow!(
+                "plugin \"{}\" is not loaded: its tool `{}` has the name of a tool of plugin \
+                 \"{owner}\"{why}, and a call must never reach the wrong plugin; rename or hide \
+                 one of them in moat.toml, e.g. [plugins.{}.tools] {} = {{ name = \"…\" }} \
+                 (or {{ hide = true }})",
+                plugin.name,
+                tool.name,
+                plugin.name,
+                tool.name,
+            ))
+        })
+    }
+
+    /// Adds `plugin`, every one of whose tool names is free.
     fn add(&mut self, plugin: Arc<Plugin>) {
         let plugin_index = self.plugins.len();
         for (tool_index, tool) in plugin.tools.iter().enumerate() {
-            if let Some(&(other, _)) = self.tools.get(&tool.name) {
-                tracing::error!(
-                    plugin = &*plugin.name,
-                    "tool `{}` is left out: plugin \"{}\" has a tool of that name",
-                    tool.name,
-                    self.plugins[other].name
-                );
-                continue;
-            }
-            self.tools
+            let previous = self
+                .tools
                 .insert(tool.name.clone(), (plugin_index, tool_index));
+            debug_assert!(previous.is_none(), "clash() let a taken name through");
         }
         self.plugins.push(plugin);
     }

@@ -177,8 +177,10 @@ impl Loader {
 
     /// Refuses every plugin with a writable directory grant that contains one of `paths`: the
     /// files that decide what plugins get (moat.toml, its lock, secrets, policy), the audit log
-    /// and the compiled-plugin cache. A plugin able to write them could widen its own grants at
-    /// the next reload, or plant native code in the cache.
+    /// and the compiled-plugin cache (downloads included), and the files and folders named on the
+    /// command line. A plugin able to write them could widen its own grants at the next reload,
+    /// or plant native code in the cache. The component and signature files of the local
+    /// plugins being served are protected by every load on top of these.
     pub fn with_protected(mut self, paths: impl IntoIterator<Item = PathBuf>) -> Self {
         self.protected = paths.into_iter().map(|path| canonical(&path)).collect();
         self
@@ -192,8 +194,10 @@ impl Loader {
     }
 
     /// Why `source` may not load under [`Loader::with_protected`] and
-    /// [`Loader::with_private`], if it may not.
-    fn exposure(&self, source: &PluginSource) -> Option<anyhow::Error> {
+    /// [`Loader::with_private`], if it may not. `plugin_files` are the component and signature
+    /// files of the plugins this load serves: a plugin able to write one could replace that
+    /// plugin's code, which the next reload would run with that plugin's grants.
+    fn exposure(&self, source: &PluginSource, plugin_files: &[PathBuf]) -> Option<anyhow::Error> {
         let private = source.grants.files.iter().find_map(|grant| {
             let private = self.private.iter().find(|p| p.starts_with(&grant.host))?;
             Some((grant, private))
@@ -207,19 +211,32 @@ impl Loader {
                 private.display()
             ));
         }
-        let (grant, protected) = source.grants.files.iter().find_map(|grant| {
-            let protected = self
-                .protected
-                .iter()
-                .find(|path| grant.writable && path.starts_with(&grant.host))?;
-            Some((grant, protected))
-        })?;
+        let writable_over = |paths: &[PathBuf]| {
+            source.grants.files.iter().find_map(|grant| {
+                let path = paths
+                    .iter()
+                    .find(|path| grant.writable && path.starts_with(&grant.host))?;
+                Some((grant, path.clone()))
+            })
+        };
+        if let Some((grant, protected)) = writable_over(&self.protected) {
+            return Some(anyhow::anyhow!(
+                "plugin \"{}\" is not loaded: its writable grant of {} contains {}, which \
+                 decides what plugins may do; grant a folder that does not contain it, or grant \
+                 it read-only",
+                source.name,
+                grant.host.display(),
+                protected.display()
+            ));
+        }
+        let (grant, file) = writable_over(plugin_files)?;
         Some(anyhow::anyhow!(
-            "plugin \"{}\" is not loaded: its writable grant of {} contains {}, which decides \
-             what plugins may do; grant a folder that does not contain it, or grant it read-only",
+            "plugin \"{}\" is not loaded: its writable grant of {} contains {}, a plugin file \
+             moat serves, which it could replace with code of its own; grant a folder that does \
+             not contain it, or grant it read-only",
             source.name,
             grant.host.display(),
-            protected.display()
+            file.display()
         ))
     }
 
@@ -256,9 +273,10 @@ impl Loader {
             .filter(|grant| grant.writable)
             .map(|grant| grant.host.as_path())
             .collect();
+        let plugin_files = plugin_files(sources);
         for (index, (source, fetched)) in sources.iter().zip(fetched).enumerate() {
             if let Some(error) = self
-                .exposure(source)
+                .exposure(source, &plugin_files)
                 .or_else(|| redirection(source, &writable))
             {
                 failed.push(LoadError {
@@ -304,7 +322,7 @@ impl Loader {
                 .iter()
                 .map(|&&(index, _)| Ok(components.remove(&index).expect("fetched once")))
                 .collect();
-            let (registry, errors) = Registry::load_fetched(
+            let (plugins, errors) = Registry::compile(
                 &self.engine,
                 &batch,
                 components,
@@ -318,10 +336,9 @@ impl Loader {
                 failure
             }));
             fresh.extend(
-                registry
-                    .plugins()
-                    .iter()
-                    .map(|plugin| (plugin.name.to_string(), plugin.clone())),
+                plugins
+                    .into_iter()
+                    .map(|plugin| (plugin.name.to_string(), plugin)),
             );
         }
         let mut origins = HashMap::new();
@@ -355,10 +372,35 @@ impl Loader {
             .collect();
         removed.sort();
 
+        // Every tool name stays with the plugin that served it; a plugin that would take one
+        // is refused whole (and its earlier version is not kept: it may be the clash).
+        let served_names: HashMap<String, String> = self
+            .loaded
+            .iter()
+            .flat_map(|(name, loaded)| {
+                loaded
+                    .plugin
+                    .tools
+                    .iter()
+                    .map(move |tool| (tool.name.clone(), name.clone()))
+            })
+            .collect();
+        let (mut registry, refused) = Registry::from_plugins(
+            &self.engine,
+            chosen.iter().flatten().cloned(),
+            &served_names,
+        );
+        for refusal in &refused {
+            compiled.retain(|name| *name != refusal.plugin);
+            unchanged.retain(|name| *name != refusal.plugin);
+            kept.retain(|name| *name != refusal.plugin);
+        }
+        failed.extend(refused);
+
         // From now on, remember exactly what is served: a removed plugin is freed once its last
         // call in flight ends.
         let mut loaded = HashMap::new();
-        for plugin in chosen.iter().flatten() {
+        for plugin in registry.plugins() {
             let name = plugin.name.to_string();
             let origin = match origins.remove(&name) {
                 Some(origin) => origin,
@@ -374,7 +416,6 @@ impl Loader {
         }
         self.loaded = loaded;
 
-        let mut registry = Registry::from_plugins(&self.engine, chosen.into_iter().flatten());
         if let Some(audit) = &self.audit {
             registry.set_audit(audit.clone());
         }
@@ -583,6 +624,24 @@ impl Watched {
                     .parent()
                     .is_some_and(|folder| self.plugin_folders.contains(folder))
     }
+}
+
+/// The component file of every local plugin in `sources`, and the signature file beside it,
+/// as grants name paths.
+fn plugin_files(sources: &[PluginSource]) -> Vec<PathBuf> {
+    sources
+        .iter()
+        .filter_map(|source| match &source.source {
+            Source::File(path) => Some(path),
+            _ => None,
+        })
+        .flat_map(|path| {
+            [
+                canonical(path),
+                canonical(&crate::signing::signature_path(path)),
+            ]
+        })
+        .collect()
 }
 
 fn absolute(path: &Path) -> PathBuf {

@@ -18,6 +18,12 @@
 //!
 //! Resources, streams, futures and error contexts have no JSON form: a tool that uses them is
 //! skipped (see [`Unsupported`]).
+//!
+//! A schema is the full expansion of its type, and component types share their parts: a record
+//! of four fields of a record of four fields… is small in the component and exponential once
+//! written out. Every schema is therefore built against a [`Budget`] of nodes, charged before
+//! each node is made, so that an oversized type stops the expansion at the limit instead of
+//! being built and then measured.
 
 use serde_json::{Map, Value, json};
 use wasmtime::component::Type;
@@ -31,6 +37,60 @@ pub struct Unsupported(pub &'static str);
 impl std::fmt::Display for Unsupported {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{} values have no JSON form", self.0)
+    }
+}
+
+/// Why a type has no schema here.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SchemaError {
+    /// The type has no JSON form: the tool is left out, the plugin loads.
+    Unsupported(Unsupported),
+    /// The schema would be larger than its [`Budget`] allows: the plugin is refused.
+    TooLarge,
+}
+
+impl From<Unsupported> for SchemaError {
+    fn from(unsupported: Unsupported) -> Self {
+        SchemaError::Unsupported(unsupported)
+    }
+}
+
+/// How many schema nodes may still be made. A node is one schema object, or one name or
+/// description in it (a long text counts once per [`TEXT_BYTES_PER_NODE`] bytes, since names
+/// and comments are repeated wherever their type is).
+#[derive(Debug)]
+pub struct Budget {
+    left: usize,
+}
+
+/// The bytes of a name or description that count as one node.
+pub const TEXT_BYTES_PER_NODE: usize = 64;
+
+impl Budget {
+    pub fn new(nodes: usize) -> Self {
+        Self { left: nodes }
+    }
+
+    /// The nodes not spent yet.
+    pub fn left(&self) -> usize {
+        self.left
+    }
+
+    /// Takes `nodes` from the budget, or fails when fewer are left.
+    fn spend(&mut self, nodes: usize) -> Result<(), SchemaError> {
+        self.left = self.left.checked_sub(nodes).ok_or(SchemaError::TooLarge)?;
+        Ok(())
+    }
+
+    fn spend_text(&mut self, text: &str) -> Result<(), SchemaError> {
+        self.spend(1 + text.len() / TEXT_BYTES_PER_NODE)
+    }
+
+    fn spend_names<'a>(
+        &mut self,
+        mut names: impl Iterator<Item = &'a str>,
+    ) -> Result<(), SchemaError> {
+        names.try_for_each(|name| self.spend_text(name))
     }
 }
 
@@ -53,7 +113,13 @@ pub fn integer_range(ty: &Type) -> Option<(i128, i128)> {
 }
 
 /// The schema of values of `ty`; `docs` adds descriptions where the plugin documented them.
-pub fn schema(ty: &Type, docs: Option<TypeDocs<'_>>) -> Result<Value, Unsupported> {
+/// Each node is paid from `budget` before it is made.
+pub fn schema(
+    ty: &Type,
+    docs: Option<TypeDocs<'_>>,
+    budget: &mut Budget,
+) -> Result<Value, SchemaError> {
+    budget.spend(1)?;
     let mut schema = match ty {
         Type::Bool => json!({"type": "boolean"}),
         Type::U8
@@ -72,20 +138,20 @@ pub fn schema(ty: &Type, docs: Option<TypeDocs<'_>>) -> Result<Value, Unsupporte
         Type::Char => json!({"type": "string", "minLength": 1, "maxLength": 1}),
         Type::String => json!({"type": "string"}),
         Type::List(list) => {
-            json!({"type": "array", "items": schema(&list.ty(), docs.and_then(|d| d.element()))?})
+            json!({"type": "array", "items": schema(&list.ty(), docs.and_then(|d| d.element()), budget)?})
         }
         Type::FixedLengthList(list) => json!({
             "type": "array",
-            "items": schema(&list.ty(), docs.and_then(|d| d.element()))?,
+            "items": schema(&list.ty(), docs.and_then(|d| d.element()), budget)?,
             "minItems": list.len(),
             "maxItems": list.len(),
         }),
-        Type::Map(map) => map_schema(&map.key(), &map.value(), docs)?,
+        Type::Map(map) => map_schema(&map.key(), &map.value(), docs, budget)?,
         Type::Tuple(tuple) => {
             let items = tuple
                 .types()
                 .enumerate()
-                .map(|(i, t)| schema(&t, docs.and_then(|d| d.tuple_item(i))))
+                .map(|(i, t)| schema(&t, docs.and_then(|d| d.tuple_item(i)), budget))
                 .collect::<Result<Vec<_>, _>>()?;
             json!({
                 "type": "array",
@@ -101,8 +167,10 @@ pub fn schema(ty: &Type, docs: Option<TypeDocs<'_>>) -> Result<Value, Unsupporte
                 let (description, field_docs) = docs.map_or((None, None), |d| d.field(name));
                 (description.map(str::to_string), field_docs)
             },
+            budget,
         )?,
         Type::Variant(variant) => {
+            budget.spend_names(variant.cases().map(|case| case.name))?;
             let cases = variant
                 .cases()
                 .map(|case| {
@@ -112,7 +180,7 @@ pub fn schema(ty: &Type, docs: Option<TypeDocs<'_>>) -> Result<Value, Unsupporte
                     properties.insert("tag".into(), json!({"const": case.name}));
                     let mut required = vec!["tag"];
                     if let Some(payload) = &case.ty {
-                        properties.insert("value".into(), schema(payload, payload_docs)?);
+                        properties.insert("value".into(), schema(payload, payload_docs, budget)?);
                         required.push("value");
                     }
                     let mut case_schema = json!({
@@ -121,13 +189,14 @@ pub fn schema(ty: &Type, docs: Option<TypeDocs<'_>>) -> Result<Value, Unsupporte
                         "required": required,
                         "additionalProperties": false,
                     });
-                    describe(&mut case_schema, description);
-                    Ok(case_schema)
+                    describe(&mut case_schema, description, budget)?;
+                    Ok::<_, SchemaError>(case_schema)
                 })
                 .collect::<Result<Vec<_>, _>>()?;
             json!({"oneOf": cases})
         }
         Type::Enum(enum_) => {
+            budget.spend_names(enum_.names())?;
             let names: Vec<&str> = enum_.names().collect();
             let mut schema = json!({"type": "string", "enum": names});
             // JSON Schema has no place for one enum value's comment: list them in the description.
@@ -138,6 +207,7 @@ pub fn schema(ty: &Type, docs: Option<TypeDocs<'_>>) -> Result<Value, Unsupporte
                     Some(format!("`{name}`: {}", doc?.trim()))
                 })
                 .collect();
+            budget.spend_names(cases.iter().map(String::as_str))?;
             if !cases.is_empty() {
                 let intro = docs.and_then(|d| d.description()).map(str::trim);
                 let text = intro
@@ -151,7 +221,7 @@ pub fn schema(ty: &Type, docs: Option<TypeDocs<'_>>) -> Result<Value, Unsupporte
         }
         Type::Option(option) => {
             let inner = option.ty();
-            let inner_schema = schema(&inner, docs.and_then(|d| d.element()))?;
+            let inner_schema = schema(&inner, docs.and_then(|d| d.element()), budget)?;
             if matches!(inner, Type::Option(_)) {
                 json!({"oneOf": [
                     {"type": "null"},
@@ -168,9 +238,9 @@ pub fn schema(ty: &Type, docs: Option<TypeDocs<'_>>) -> Result<Value, Unsupporte
         }
         Type::Result(result) => {
             let (ok_docs, err_docs) = docs.map_or((None, None), |d| d.result_arms());
-            let arm = |name: &str, ty: Option<Type>, docs| -> Result<Value, Unsupported> {
+            let mut arm = |name: &str, ty: Option<Type>, docs| -> Result<Value, SchemaError> {
                 let payload = match ty {
-                    Some(ty) => schema(&ty, docs)?,
+                    Some(ty) => schema(&ty, docs, budget)?,
                     None => json!({"type": "null"}),
                 };
                 Ok(json!({
@@ -183,15 +253,16 @@ pub fn schema(ty: &Type, docs: Option<TypeDocs<'_>>) -> Result<Value, Unsupporte
             json!({"oneOf": [arm("ok", result.ok(), ok_docs)?, arm("err", result.err(), err_docs)?]})
         }
         Type::Flags(flags) => {
+            budget.spend_names(flags.names())?;
             let names: Vec<&str> = flags.names().collect();
             json!({"type": "array", "items": {"enum": names}, "uniqueItems": true})
         }
-        Type::Own(_) | Type::Borrow(_) => return Err(Unsupported("resource")),
-        Type::Future(_) => return Err(Unsupported("future")),
-        Type::Stream(_) => return Err(Unsupported("stream")),
-        Type::ErrorContext => return Err(Unsupported("error-context")),
+        Type::Own(_) | Type::Borrow(_) => return Err(Unsupported("resource").into()),
+        Type::Future(_) => return Err(Unsupported("future").into()),
+        Type::Stream(_) => return Err(Unsupported("stream").into()),
+        Type::ErrorContext => return Err(Unsupported("error-context").into()),
     };
-    describe(&mut schema, docs.and_then(|d| d.description()));
+    describe(&mut schema, docs.and_then(|d| d.description()), budget)?;
     Ok(schema)
 }
 
@@ -199,14 +270,17 @@ pub fn schema(ty: &Type, docs: Option<TypeDocs<'_>>) -> Result<Value, Unsupporte
 pub fn object_schema<'a, 'd>(
     fields: impl Iterator<Item = (&'a str, Type)>,
     docs_of: impl Fn(&str) -> (Option<String>, Option<TypeDocs<'d>>),
-) -> Result<Value, Unsupported> {
+    budget: &mut Budget,
+) -> Result<Value, SchemaError> {
     let mut properties = Map::new();
     let mut required = Vec::new();
     for (name, ty) in fields {
+        budget.spend_text(name)?;
         let (description, field_docs) = docs_of(name);
-        let mut field_schema = schema(&ty, field_docs)?;
+        let mut field_schema = schema(&ty, field_docs, budget)?;
         // A field's own comment says more about it than its type's comment.
         if let Some(description) = description {
+            budget.spend_text(&description)?;
             field_schema["description"] = description.trim().into();
         }
         if !matches!(ty, Type::Option(_)) {
@@ -222,14 +296,19 @@ pub fn object_schema<'a, 'd>(
     }))
 }
 
-fn map_schema(key: &Type, value: &Type, docs: Option<TypeDocs<'_>>) -> Result<Value, Unsupported> {
-    let value_schema = schema(value, docs.and_then(|d| d.map_value()))?;
+fn map_schema(
+    key: &Type,
+    value: &Type,
+    docs: Option<TypeDocs<'_>>,
+    budget: &mut Budget,
+) -> Result<Value, SchemaError> {
+    let value_schema = schema(value, docs.and_then(|d| d.map_value()), budget)?;
     Ok(if matches!(key, Type::String) {
         json!({"type": "object", "additionalProperties": value_schema})
     } else {
         json!({"type": "array", "items": {
             "type": "array",
-            "prefixItems": [schema(key, None)?, value_schema],
+            "prefixItems": [schema(key, None, budget)?, value_schema],
             "items": false,
             "minItems": 2,
             "maxItems": 2,
@@ -237,12 +316,18 @@ fn map_schema(key: &Type, value: &Type, docs: Option<TypeDocs<'_>>) -> Result<Va
     })
 }
 
-fn describe(schema: &mut Value, description: Option<&str>) {
-    if let (Some(description), Some(object)) = (description, schema.as_object_mut()) {
-        object
-            .entry("description")
-            .or_insert_with(|| description.trim().into());
+fn describe(
+    schema: &mut Value,
+    description: Option<&str>,
+    budget: &mut Budget,
+) -> Result<(), SchemaError> {
+    if let (Some(description), Some(object)) = (description, schema.as_object_mut())
+        && !object.contains_key("description")
+    {
+        budget.spend_text(description)?;
+        object.insert("description".into(), description.trim().into());
     }
+    Ok(())
 }
 
 /// An integer bound as a JSON number: exact, since serde_json keeps 64-bit integers whole.

@@ -108,6 +108,7 @@ async fn fuel_metering(calls: usize) {
             source: moat::source::Source::File(path.into()),
             limits: Default::default(),
             grants: Default::default(),
+            tools: Default::default(),
         };
         Registry::load(engine, &[source]).unwrap().0.plugins()[0].clone()
     };

@@ -31,6 +31,7 @@ pub fn load_with(name: &str, path: &str, limits: Limits) -> Arc<Plugin> {
         source: Source::File(path.into()),
         limits,
         grants: Default::default(),
+        tools: Default::default(),
     };
     let (registry, errors) = Registry::load(engine(), &[source]).expect("a linker");
     if let Some(error) = errors.into_iter().next() {
@@ -91,6 +92,7 @@ pub fn load_granted(
         source: Source::File(path.into()),
         limits,
         grants,
+        tools: Default::default(),
     };
     let (registry, errors) = Registry::load(engine(), &[source]).expect("a linker");
     if let Some(error) = errors.into_iter().next() {

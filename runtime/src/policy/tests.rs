@@ -262,6 +262,7 @@ name = "*"
             source: crate::source::Source::File("x.wasm".into()),
             limits: Limits::default(),
             grants: operator_grants(),
+            tools: Default::default(),
         };
         policy.admit(&source, &component).unwrap()
     };

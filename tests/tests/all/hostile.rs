@@ -281,6 +281,7 @@ fn plugin_path(crate_name: &str) -> &'static str {
     match crate_name {
         "hostile" => plugins::HOSTILE,
         "wants-http" => plugins::WANTS_HTTP,
+        "amplify" => plugins::AMPLIFY,
         other => panic!("no plugin crate {other} in the hostile suite"),
     }
 }
@@ -525,7 +526,13 @@ async fn run_case(
                 ..source
             },
         ];
+        let rss_before = reset_peak_rss();
         let (registry, errors) = Registry::load(engine(), &sources).expect("a linker");
+        problems.extend(growth_problem(
+            case.expect.max_host_growth_mb,
+            rss_before,
+            "the load",
+        ));
         match errors.iter().find(|e| e.plugin == "attacker") {
             None => problems.push("expected the load to fail, and it succeeded".into()),
             Some(error) => {
@@ -593,17 +600,11 @@ async fn run_case(
                         "the call took {elapsed:?}, more than the {ms} ms allowed"
                     ));
                 }
-                if let (Some(mb), Some(before), Some(peak)) =
-                    (case.expect.max_host_growth_mb, rss_before, peak_rss())
-                {
-                    let growth = peak.saturating_sub(before) >> 20;
-                    if growth > mb {
-                        problems.push(format!(
-                            "the host's memory grew by {growth} MiB during the call, more than \
-                             the {mb} MiB allowed"
-                        ));
-                    }
-                }
+                problems.extend(growth_problem(
+                    case.expect.max_host_growth_mb,
+                    rss_before,
+                    "the call",
+                ));
             }
             Some(burst) => problems.extend(run_burst(&plugin, &tool, args, case, burst).await),
         }
@@ -739,6 +740,17 @@ impl FdWatcher {
 
 /// Resets the process's peak resident memory (Linux's `VmHWM`) and returns the current resident
 /// memory, in bytes; `None` where that cannot be done.
+/// How much more than `max_mb` the host's memory grew during `what`, if it did.
+fn growth_problem(max_mb: Option<u64>, before: Option<u64>, what: &str) -> Option<String> {
+    let (mb, before, peak) = (max_mb?, before?, peak_rss()?);
+    let growth = peak.saturating_sub(before) >> 20;
+    (growth > mb).then(|| {
+        format!(
+            "the host's memory grew by {growth} MiB during {what}, more than the {mb} MiB allowed"
+        )
+    })
+}
+
 fn reset_peak_rss() -> Option<u64> {
     std::fs::write("/proc/self/clear_refs", "5").ok()?;
     proc_status_bytes("VmRSS:")

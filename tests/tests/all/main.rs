@@ -13,6 +13,7 @@ mod hostile;
 mod instances;
 mod loopback;
 mod memory;
+mod naming;
 mod network;
 mod reload;
 mod schema;

@@ -150,6 +150,7 @@ fn load(name: &str, source: Source, fetched: Fetched) -> Registry {
         source,
         limits: Default::default(),
         grants: Default::default(),
+        tools: Default::default(),
     }];
     let (registry, errors) =
         Registry::load_fetched(engine(), &sources, vec![Ok(fetched)], None, &Policy::none())
@@ -358,6 +359,7 @@ async fn a_moved_tag_is_refused_until_relocked() {
         source: Source::Oci(tag.clone()),
         limits: Default::default(),
         grants: Default::default(),
+        tools: Default::default(),
     }];
     let fetched = vec![fetcher.fetch(&sources[0].source).await];
     let (loaded, errors) =
@@ -595,6 +597,7 @@ fn admit(source: Source, fetched: Fetched, policy: &Policy) -> Result<Option<Str
         source,
         limits: Default::default(),
         grants: Default::default(),
+        tools: Default::default(),
     }];
     let (registry, errors) =
         Registry::load_fetched(engine(), &sources, vec![Ok(fetched)], None, policy).unwrap();

@@ -76,6 +76,7 @@ fn source(path: &Path) -> PluginSource {
         source: Source::File(path.to_path_buf()),
         limits: Limits::default(),
         grants: Grants::default(),
+        tools: Default::default(),
     }
 }
 
@@ -247,6 +248,7 @@ fn allow_rules_admit_by_name_and_digest_and_say_why_not() {
             source: Source::File(plugins::SHAPES.into()),
             limits: Limits::default(),
             grants: Grants::default(),
+            tools: Default::default(),
         }],
         None,
         &needs_manifest,
@@ -291,6 +293,7 @@ async fn the_plugin_runs_with_request_grant_and_ceiling_intersected() {
             source: Source::File(plugins::NOTES.into()),
             limits: Limits::default(),
             grants,
+            tools: Default::default(),
         }],
         None,
         &policy,
