@@ -292,12 +292,43 @@ fn read_secrets(path: &Path) -> Result<BTreeMap<String, String>> {
     }
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("reading the secrets file {}", path.display()))?;
-    toml::from_str(&text).with_context(|| {
+    parse_secrets(&text).with_context(|| {
         format!(
             "the secrets file {} must be a TOML table of strings (NAME = \"value\")",
             path.display()
         )
     })
+}
+
+/// Parses a secrets file's text. An error names the line and what is wrong, never the line
+/// itself: toml's own message quotes the source, and that line holds a secret.
+fn parse_secrets(text: &str) -> Result<BTreeMap<String, String>> {
+    let line_of = |offset: usize| text[..offset.min(text.len())].matches('\n').count() + 1;
+    let table: BTreeMap<String, toml::Spanned<toml::Value>> = match toml::from_str(text) {
+        Ok(table) => table,
+        Err(error) => {
+            let at = error.span().map_or_else(String::new, |span| {
+                format!("line {}: ", line_of(span.start))
+            });
+            // The parser's own description ("invalid string, expected `\"`") names tokens,
+            // not the text; only the rendered error quotes the line.
+            let what = error.message().lines().next().unwrap_or_default();
+            bail!("{at}not valid TOML: {what} (the line is not shown: it may hold a secret)");
+        }
+    };
+    table
+        .into_iter()
+        .map(|(name, value)| {
+            let line = line_of(value.span().start);
+            match value.into_inner() {
+                toml::Value::String(value) => Ok((name, value)),
+                other => bail!(
+                    "line {line}: {name} is not a string but a TOML {}",
+                    other.type_str()
+                ),
+            }
+        })
+        .collect()
 }
 
 /// A size given in KiB (`shift` 10) or MiB (20), in bytes; a size too large to count is an error
@@ -578,6 +609,38 @@ mod tests {
         )
         .unwrap_err();
         assert!(error.to_string().contains("may hold only"), "{error}");
+    }
+
+    #[test]
+    fn a_malformed_secrets_file_is_reported_without_its_secrets() {
+        for (text, expected) in [
+            (
+                "A = \"ok\"\nTOKEN = \"sk-live-9f2e\n",
+                "line 2: not valid TOML",
+            ),
+            (
+                "A = \"ok\"\n\nTOKEN = sk-live-9f2e\n",
+                "line 3: not valid TOML",
+            ),
+            ("TOKEN = \"sk-live-9f2e\" junk\n", "line 1: not valid TOML"),
+            (
+                "A = \"ok\"\nTOKEN = 0x9f2e\n",
+                "line 2: TOKEN is not a string but a TOML integer",
+            ),
+            (
+                "[TOKEN]\nsk-live-9f2e = \"x\"\n",
+                "line 1: TOKEN is not a string but a TOML table",
+            ),
+        ] {
+            let error = format!("{:#}", parse_secrets(text).unwrap_err());
+            assert!(error.contains(expected), "{text:?}: {error}");
+            for secret in ["sk-live", "9f2e"] {
+                assert!(!error.contains(secret), "{text:?} quoted: {error}");
+            }
+        }
+        let parsed = parse_secrets("A = \"x\"\nB = 'y'\n").unwrap();
+        assert_eq!(parsed["A"], "x");
+        assert_eq!(parsed["B"], "y");
     }
 
     #[test]
