@@ -143,7 +143,7 @@ struct PluginEntry {
     #[schemars(inner(regex(pattern = NETWORK_PATTERN)))]
     network: Vec<String>,
     /// Headers moat adds to the plugin's requests to a host, so that the plugin never holds the
-    /// credential; the host must be granted in `network`.
+    /// credential: over https unless the entry names plain http; a grant must allow it.
     ///
     /// `inject = [{ host = "api.example.com", header = "Authorization", value = "Bearer ${secret:API_TOKEN}" }]`
     #[serde(default)]
@@ -154,9 +154,10 @@ struct PluginEntry {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct InjectEntry {
-    /// The host whose requests get the header, as a `network` entry names it but without scheme
-    /// or port: `api.example.com`, `*.example.com`, `127.0.0.1`.
-    #[schemars(regex(pattern = HOST_PATTERN))]
+    /// Where the header goes, as a `network` entry names it, except that no scheme means https
+    /// only: `api.example.com` (https, port 443), `*.example.com:8443`, and plain http only when
+    /// written out, `http://127.0.0.1:8080`. Some `network` grant must allow it.
+    #[schemars(regex(pattern = NETWORK_PATTERN))]
     host: String,
     /// The header's name: `Authorization`, `X-Api-Key`.
     #[schemars(regex(pattern = r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$"))]
@@ -196,10 +197,6 @@ const SOURCE_PATTERN: &str = r"^(?:(?:oci|https?)://.+|(?:[^:]|:+(?:/:+)*(?:[^/:
 /// A `network` entry's shape, `[scheme://]host[:port][/]`; moat checks the rest (canonical IP
 /// addresses, port range) when it reads the file.
 const NETWORK_PATTERN: &str = r"^(?:https?://)?(?:\*|(?:\*\.)?[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)*\.?|\[[0-9A-Za-z:._-]+\])(?::(?:\*|[0-9]+))?/?$";
-
-/// An injection's host: `*`, a name (after `*.` for its subdomains), or an IP address.
-const HOST_PATTERN: &str =
-    r"^(?:\*|(?:\*\.)?[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)*\.?|\[?[0-9A-Fa-f:.]*:[0-9A-Fa-f:.]*\]?)$";
 
 /// A string in which every `${` starts an `${env:NAME}` or a `${secret:NAME}`.
 const EXPANDED_PATTERN: &str = r"^(?:[^$]|\$+(?:[^${]|$)|\$+\{(?:env|secret):[^}]+\})*$";
@@ -490,11 +487,7 @@ fn grants(entry: &PluginEntry, base: &Path, lookup: &Lookup) -> Result<Grants> {
 }
 
 fn injection(entry: &InjectEntry, lookup: &Lookup, grants: &[NetworkGrant]) -> Result<Injection> {
-    let host = entry.host.parse()?;
-    let granted = grants.iter().any(|g| g.host.covers(&host));
-    if !granted {
-        bail!("no network grant names this host, so the header would never be sent");
-    }
+    let to = Injection::target(&entry.host)?;
     let header = http::HeaderName::try_from(&entry.header)
         .with_context(|| format!("`{}` is not a valid header name", entry.header))?;
     // The error must not quote the value: it may hold a secret.
@@ -502,11 +495,15 @@ fn injection(entry: &InjectEntry, lookup: &Lookup, grants: &[NetworkGrant]) -> R
         .ok()
         .context("the value is not a valid header value (control characters?)")?;
     value.set_sensitive(true);
-    Ok(Injection {
-        host,
-        header,
-        value,
-    })
+    let injection = Injection { to, header, value };
+    if !grants.iter().any(|g| injection.can_travel_under(g)) {
+        bail!(
+            "no network grant allows requests to {}, so the header would never be sent (no \
+             scheme means https only; write `http://HOST:PORT` to inject over plain http)",
+            injection.to
+        );
+    }
+    Ok(injection)
 }
 
 /// Plugins named on the command line: files, folders (every `.wasm` file in them), URLs and OCI
@@ -747,7 +744,18 @@ env = { KEY = "${secret:API_TOKEN}", MIXED = "a-${env:HOST_NAME}-b" }
             (
                 r#"network = ["https://a.org"]
 inject = [{ host = "b.org", header = "X-Key", value = "v" }]"#,
-                "no network grant names this host",
+                "no network grant allows requests to https://b.org",
+            ),
+            (
+                // A grant without a scheme lets plain http through, but the header stays home.
+                r#"network = ["http://127.0.0.1:8080"]
+inject = [{ host = "127.0.0.1", header = "X-Key", value = "v" }]"#,
+                "no network grant allows requests to https://127.0.0.1, so the header would never",
+            ),
+            (
+                r#"network = ["a.org"]
+inject = [{ host = "a.org:8443", header = "X-Key", value = "v" }]"#,
+                "no network grant allows requests to https://a.org:8443",
             ),
             (
                 r#"network = ["https://a.org"]
