@@ -5,7 +5,8 @@
 //! Redirects are not followed: a tool that follows one makes a new request, checked anew.
 
 use wasip2::http::outgoing_handler;
-use wasip2::http::types::{ErrorCode, Fields, Method, OutgoingRequest, Scheme};
+pub use wasip2::http::types::Method;
+use wasip2::http::types::{ErrorCode, Fields, OutgoingRequest, Scheme};
 use wasip2::io::streams::StreamError;
 
 /// What came back.
@@ -33,6 +34,16 @@ impl Response {
 /// GETs `url` (`http://` or `https://`), reading at most `max_body` bytes of the body.
 /// `headers` are added to the request.
 pub fn get(url: &str, headers: &[(&str, &str)], max_body: usize) -> Result<Response, String> {
+    request(Method::Get, url, headers, max_body)
+}
+
+/// Sends a request with `method` and no body to `url`, as [`get`] does.
+pub fn request(
+    method: Method,
+    url: &str,
+    headers: &[(&str, &str)],
+    max_body: usize,
+) -> Result<Response, String> {
     let (scheme, rest) = match url.split_once("://") {
         Some((s, rest)) if s.eq_ignore_ascii_case("http") => (Scheme::Http, rest),
         Some((s, rest)) if s.eq_ignore_ascii_case("https") => (Scheme::Https, rest),
@@ -59,7 +70,7 @@ pub fn get(url: &str, headers: &[(&str, &str)], max_body: usize) -> Result<Respo
     let request = OutgoingRequest::new(fields);
     let invalid = |what: &str| format!("`{url}`: invalid {what}");
     request
-        .set_method(&Method::Get)
+        .set_method(&method)
         .map_err(|()| invalid("method"))?;
     request
         .set_scheme(Some(&scheme))

@@ -148,7 +148,7 @@ struct PluginEntry {
     #[schemars(inner(regex(pattern = NETWORK_PATTERN)))]
     network: Vec<String>,
     /// Headers moat adds to the plugin's requests to a host, so that the plugin never holds the
-    /// credential; the host must be granted in `network`.
+    /// credential: over https unless the entry names plain http; a grant must allow it.
     ///
     /// `inject = [{ host = "api.example.com", header = "Authorization", value = "Bearer ${secret:API_TOKEN}" }]`
     #[serde(default)]
@@ -181,9 +181,10 @@ const TOOL_NAME_PATTERN: &str = r"^[A-Za-z0-9_-]{1,64}$";
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct InjectEntry {
-    /// The host whose requests get the header, as a `network` entry names it but without scheme
-    /// or port: `api.example.com`, `*.example.com`, `127.0.0.1`.
-    #[schemars(regex(pattern = HOST_PATTERN))]
+    /// Where the header goes, as a `network` entry names it, except that no scheme means https
+    /// only: `api.example.com` (https, port 443), `*.example.com:8443`, and plain http only when
+    /// written out, `http://127.0.0.1:8080`. Some `network` grant must allow it.
+    #[schemars(regex(pattern = NETWORK_PATTERN))]
     host: String,
     /// The header's name: `Authorization`, `X-Api-Key`.
     #[schemars(regex(pattern = r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$"))]
@@ -223,10 +224,6 @@ const SOURCE_PATTERN: &str = r"^(?:(?:oci|https?)://.+|(?:[^:]|:+(?:/:+)*(?:[^/:
 /// A `network` entry's shape, `[scheme://]host[:port][/]`; moat checks the rest (canonical IP
 /// addresses, port range) when it reads the file.
 const NETWORK_PATTERN: &str = r"^(?:https?://)?(?:\*|(?:\*\.)?[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)*\.?|\[[0-9A-Za-z:._-]+\])(?::(?:\*|[0-9]+))?/?$";
-
-/// An injection's host: `*`, a name (after `*.` for its subdomains), or an IP address.
-const HOST_PATTERN: &str =
-    r"^(?:\*|(?:\*\.)?[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)*\.?|\[?[0-9A-Fa-f:.]*:[0-9A-Fa-f:.]*\]?)$";
 
 /// A string in which every `${` starts an `${env:NAME}` or a `${secret:NAME}`.
 const EXPANDED_PATTERN: &str = r"^(?:[^$]|\$+(?:[^${]|$)|\$+\{(?:env|secret):[^}]+\})*$";
@@ -319,12 +316,43 @@ fn read_secrets(path: &Path) -> Result<BTreeMap<String, String>> {
     }
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("reading the secrets file {}", path.display()))?;
-    toml::from_str(&text).with_context(|| {
+    parse_secrets(&text).with_context(|| {
         format!(
             "the secrets file {} must be a TOML table of strings (NAME = \"value\")",
             path.display()
         )
     })
+}
+
+/// Parses a secrets file's text. An error names the line and what is wrong, never the line
+/// itself: toml's own message quotes the source, and that line holds a secret.
+fn parse_secrets(text: &str) -> Result<BTreeMap<String, String>> {
+    let line_of = |offset: usize| text[..offset.min(text.len())].matches('\n').count() + 1;
+    let table: BTreeMap<String, toml::Spanned<toml::Value>> = match toml::from_str(text) {
+        Ok(table) => table,
+        Err(error) => {
+            let at = error.span().map_or_else(String::new, |span| {
+                format!("line {}: ", line_of(span.start))
+            });
+            // The parser's own description ("invalid string, expected `\"`") names tokens,
+            // not the text; only the rendered error quotes the line.
+            let what = error.message().lines().next().unwrap_or_default();
+            bail!("{at}not valid TOML: {what} (the line is not shown: it may hold a secret)");
+        }
+    };
+    table
+        .into_iter()
+        .map(|(name, value)| {
+            let line = line_of(value.span().start);
+            match value.into_inner() {
+                toml::Value::String(value) => Ok((name, value)),
+                other => bail!(
+                    "line {line}: {name} is not a string but a TOML {}",
+                    other.type_str()
+                ),
+            }
+        })
+        .collect()
 }
 
 /// A size given in KiB (`shift` 10) or MiB (20), in bytes; a size too large to count is an error
@@ -500,11 +528,7 @@ fn grants(entry: &PluginEntry, base: &Path, lookup: &Lookup) -> Result<Grants> {
 }
 
 fn injection(entry: &InjectEntry, lookup: &Lookup, grants: &[NetworkGrant]) -> Result<Injection> {
-    let host = entry.host.parse()?;
-    let granted = grants.iter().any(|g| g.host.covers(&host));
-    if !granted {
-        bail!("no network grant names this host, so the header would never be sent");
-    }
+    let to = Injection::target(&entry.host)?;
     let header = http::HeaderName::try_from(&entry.header)
         .with_context(|| format!("`{}` is not a valid header name", entry.header))?;
     // The error must not quote the value: it may hold a secret.
@@ -512,11 +536,15 @@ fn injection(entry: &InjectEntry, lookup: &Lookup, grants: &[NetworkGrant]) -> R
         .ok()
         .context("the value is not a valid header value (control characters?)")?;
     value.set_sensitive(true);
-    Ok(Injection {
-        host,
-        header,
-        value,
-    })
+    let injection = Injection { to, header, value };
+    if !grants.iter().any(|g| injection.can_travel_under(g)) {
+        bail!(
+            "no network grant allows requests to {}, so the header would never be sent (no \
+             scheme means https only; write `http://HOST:PORT` to inject over plain http)",
+            injection.to
+        );
+    }
+    Ok(injection)
 }
 
 /// Plugins named on the command line: files, folders (every `.wasm` file in them), URLs and OCI
@@ -657,6 +685,38 @@ mod tests {
     }
 
     #[test]
+    fn a_malformed_secrets_file_is_reported_without_its_secrets() {
+        for (text, expected) in [
+            (
+                "A = \"ok\"\nTOKEN = \"sk-live-9f2e\n",
+                "line 2: not valid TOML",
+            ),
+            (
+                "A = \"ok\"\n\nTOKEN = sk-live-9f2e\n",
+                "line 3: not valid TOML",
+            ),
+            ("TOKEN = \"sk-live-9f2e\" junk\n", "line 1: not valid TOML"),
+            (
+                "A = \"ok\"\nTOKEN = 0x9f2e\n",
+                "line 2: TOKEN is not a string but a TOML integer",
+            ),
+            (
+                "[TOKEN]\nsk-live-9f2e = \"x\"\n",
+                "line 1: TOKEN is not a string but a TOML table",
+            ),
+        ] {
+            let error = format!("{:#}", parse_secrets(text).unwrap_err());
+            assert!(error.contains(expected), "{text:?}: {error}");
+            for secret in ["sk-live", "9f2e"] {
+                assert!(!error.contains(secret), "{text:?} quoted: {error}");
+            }
+        }
+        let parsed = parse_secrets("A = \"x\"\nB = 'y'\n").unwrap();
+        assert_eq!(parsed["A"], "x");
+        assert_eq!(parsed["B"], "y");
+    }
+
+    #[test]
     fn no_grant_may_contain_the_secrets_file() {
         let dir = std::env::temp_dir().join(format!("moat-config-exposed-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
@@ -760,7 +820,18 @@ env = { KEY = "${secret:API_TOKEN}", MIXED = "a-${env:HOST_NAME}-b" }
             (
                 r#"network = ["https://a.org"]
 inject = [{ host = "b.org", header = "X-Key", value = "v" }]"#,
-                "no network grant names this host",
+                "no network grant allows requests to https://b.org",
+            ),
+            (
+                // A grant without a scheme lets plain http through, but the header stays home.
+                r#"network = ["http://127.0.0.1:8080"]
+inject = [{ host = "127.0.0.1", header = "X-Key", value = "v" }]"#,
+                "no network grant allows requests to https://127.0.0.1, so the header would never",
+            ),
+            (
+                r#"network = ["a.org"]
+inject = [{ host = "a.org:8443", header = "X-Key", value = "v" }]"#,
+                "no network grant allows requests to https://a.org:8443",
             ),
             (
                 r#"network = ["https://a.org"]

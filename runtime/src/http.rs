@@ -84,9 +84,18 @@ pub fn router(catalogue: Catalogue, shutdown: CancellationToken) -> axum::Router
         .layer(middleware::from_fn(check_message))
 }
 
-/// Answers a JSON POST whose body is not a single JSON-RPC message as JSON-RPC says, and passes
-/// every other request on untouched (the body read back in).
+/// Answers a JSON POST whose body is not a single JSON-RPC message as JSON-RPC says, answers a
+/// successful session `DELETE` with 200 (rmcp sends 202, which the spec does not name and the
+/// Python SDK logs as a failed termination), and passes every other request on untouched (the
+/// body read back in).
 async fn check_message(request: Request, next: Next) -> Response {
+    if request.method() == Method::DELETE {
+        let mut response = next.run(request).await;
+        if response.status() == StatusCode::ACCEPTED {
+            *response.status_mut() = StatusCode::OK;
+        }
+        return response;
+    }
     let is_json = request
         .headers()
         .get(header::CONTENT_TYPE)

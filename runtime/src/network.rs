@@ -267,18 +267,45 @@ impl fmt::Display for NetworkGrant {
 }
 
 /// A header moat adds to requests for a host, so that the guest never holds the credential.
+///
+/// It goes only where `to` says, scheme and port included: a credential meant for
+/// `https://api.example.org` never travels over plain http, nor to another port the grants
+/// happen to allow.
 #[derive(Clone, PartialEq)]
 pub struct Injection {
-    pub host: HostPattern,
+    /// Always names a scheme (see [`Injection::target`]).
+    pub to: NetworkGrant,
     pub header: HeaderName,
     /// Marked sensitive, so that it is never logged.
     pub value: HeaderValue,
 }
 
+impl Injection {
+    /// Reads where an injection goes: `[scheme://]host[:port]` as a grant writes it, except that
+    /// no scheme means `https` only. Plain http must be written out (`http://127.0.0.1:8080`),
+    /// and the port is the scheme's default unless named.
+    pub fn target(text: &str) -> Result<NetworkGrant> {
+        let mut to: NetworkGrant = text.parse()?;
+        to.scheme.get_or_insert(Scheme::Https);
+        Ok(to)
+    }
+
+    /// Whether some request that `grant` allows could carry this header.
+    pub fn can_travel_under(&self, grant: &NetworkGrant) -> bool {
+        let scheme = self.to.scheme.unwrap_or(Scheme::Https);
+        (grant.host.covers(&self.to.host) || self.to.host.covers(&grant.host))
+            && grant.scheme.is_none_or(|s| s == scheme)
+            && match (grant.port_for(scheme), self.to.port_for(scheme)) {
+                (Some(granted), Some(mine)) => granted == mine,
+                _ => true,
+            }
+    }
+}
+
 impl fmt::Debug for Injection {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Injection")
-            .field("host", &self.host)
+            .field("to", &self.to)
             .field("header", &self.header)
             .field("value", &"<redacted>")
             .finish()
@@ -412,7 +439,7 @@ impl Network {
         &self,
         uri: &http::Uri,
         plugin: &str,
-    ) -> Result<Vec<SocketAddr>, String> {
+    ) -> Result<(Target, Vec<SocketAddr>), String> {
         let scheme = match uri.scheme_str() {
             Some("http") => Scheme::Http,
             Some("https") => Scheme::Https,
@@ -473,10 +500,11 @@ impl Network {
                 ));
             }
         }
-        Ok(addrs
+        let addrs = addrs
             .into_iter()
             .map(|a| SocketAddr::new(a.ip().to_canonical(), a.port()))
-            .collect())
+            .collect();
+        Ok((target, addrs))
     }
 
     /// Checks one use of a socket address by `wasi:sockets`; `Err` says why it is denied.
@@ -510,8 +538,8 @@ impl Network {
         }
     }
 
-    fn inject(&self, host: &Host, headers: &mut http::HeaderMap) {
-        for injection in self.inject.iter().filter(|i| i.host.matches(host)) {
+    fn inject(&self, target: &Target, headers: &mut http::HeaderMap) {
+        for injection in self.inject.iter().filter(|i| i.to.matches(target)) {
             headers.insert(injection.header.clone(), injection.value.clone());
         }
     }
@@ -580,21 +608,34 @@ impl WasiHttpHooks for HttpHooks {
         let network = self.network.clone();
         let denials = self.denials.clone();
         Box::new(async move {
-            let addrs = match network.check_request(request.uri(), &plugin).await {
-                Ok(addrs) => addrs,
+            let checked = match check_method(request.method(), &plugin) {
+                Ok(()) => network.check_request(request.uri(), &plugin).await,
+                Err(message) => Err(message),
+            };
+            let (target, addrs) = match checked {
+                Ok(checked) => checked,
                 Err(message) => {
                     denials.record(message);
                     return Err(HttpError::HttpRequestDenied);
                 }
             };
+            network.inject(&target, request.headers_mut());
             let uri = request.uri().clone();
-            let host = uri.host().map(parse_host).and_then(Result::ok);
-            if let Some(host) = &host {
-                network.inject(host, request.headers_mut());
-            }
             send(request, &addrs, &uri, options).await
         })
     }
+}
+
+/// Refuses the methods no tool needs and that turn a server against its client: `TRACE`
+/// echoes the request back, injected credentials included, and `CONNECT` makes the server a
+/// tunnel to wherever the guest likes.
+fn check_method(method: &http::Method, plugin: &str) -> Result<(), String> {
+    if method == http::Method::TRACE || method == http::Method::CONNECT {
+        return Err(format!(
+            "network access denied: the {method} method is never allowed (plugin \"{plugin}\")"
+        ));
+    }
+    Ok(())
 }
 
 /// Sends `request` over a connection to the first of `addrs` that answers: never to an address
@@ -789,7 +830,10 @@ mod tests {
     }
 
     async fn check(network: &Network, uri: &str) -> Result<Vec<SocketAddr>, String> {
-        network.check_request(&uri.parse().unwrap(), "p").await
+        network
+            .check_request(&uri.parse().unwrap(), "p")
+            .await
+            .map(|(_, addrs)| addrs)
     }
 
     #[test]
@@ -996,23 +1040,96 @@ mod tests {
         );
     }
 
-    #[test]
-    fn injections_match_their_host_only() {
-        let network = Network {
+    fn injecting(to: &str) -> Network {
+        Network {
             inject: vec![Injection {
-                host: "api.example.org".parse().unwrap(),
+                to: Injection::target(to).unwrap(),
                 header: HeaderName::from_static("authorization"),
                 value: HeaderValue::from_static("Bearer t"),
             }],
             ..Network::default()
+        }
+    }
+
+    /// The headers a request to `uri` leaves with.
+    fn injected(network: &Network, uri: &str) -> http::HeaderMap {
+        let uri: http::Uri = uri.parse().unwrap();
+        let host = parse_host(uri.host().unwrap()).unwrap();
+        let scheme = match uri.scheme_str() {
+            Some("https") => Scheme::Https,
+            _ => Scheme::Http,
         };
+        let port = uri.port_u16().unwrap_or(scheme.default_port());
+        let mut headers = http::HeaderMap::new();
+        network.inject(&Target { scheme, host, port }, &mut headers);
+        headers
+    }
+
+    #[test]
+    fn injections_match_their_host_only() {
+        let network = injecting("api.example.org");
         let mut headers = http::HeaderMap::new();
         headers.insert("authorization", HeaderValue::from_static("guest's own"));
-        network.inject(&Host::Name("api.example.org".into()), &mut headers);
+        let target = Target {
+            scheme: Scheme::Https,
+            host: Host::Name("api.example.org".into()),
+            port: 443,
+        };
+        network.inject(&target, &mut headers);
         assert_eq!(headers["authorization"], "Bearer t");
-        let mut other = http::HeaderMap::new();
-        network.inject(&Host::Name("evil.example".into()), &mut other);
-        assert!(other.is_empty());
+        assert!(injected(&network, "https://evil.example/").is_empty());
         assert!(!format!("{network:?}").contains("Bearer t"));
+    }
+
+    #[test]
+    fn injections_go_over_https_unless_their_target_names_another_scheme() {
+        let network = injecting("api.example.org");
+        assert!(!injected(&network, "https://api.example.org/").is_empty());
+        assert!(!injected(&network, "https://api.example.org:443/").is_empty());
+        for uri in [
+            "http://api.example.org/",
+            "http://api.example.org:443/",
+            "https://api.example.org:8443/",
+        ] {
+            assert!(injected(&network, uri).is_empty(), "{uri} got the header");
+        }
+        let loopback = injecting("http://127.0.0.1:8080");
+        assert!(!injected(&loopback, "http://127.0.0.1:8080/").is_empty());
+        assert!(injected(&loopback, "http://127.0.0.1:8081/").is_empty());
+        assert!(injected(&loopback, "https://127.0.0.1:8080/").is_empty());
+        let any_port = injecting("https://*.example.org:*");
+        assert!(!injected(&any_port, "https://a.example.org:9/").is_empty());
+        assert!(injected(&any_port, "http://a.example.org:9/").is_empty());
+    }
+
+    #[test]
+    fn an_injection_must_be_able_to_travel_under_some_grant() {
+        let travels = |to: &str, grant: &str| {
+            injecting(to).inject[0].can_travel_under(&grant.parse().unwrap())
+        };
+        assert!(travels("api.example.org", "api.example.org"));
+        assert!(travels("api.example.org", "https://*.example.org"));
+        assert!(travels("*.example.org", "https://api.example.org"));
+        assert!(travels("127.0.0.1", "127.0.0.1:*"));
+        assert!(travels("http://127.0.0.1:8080", "http://127.0.0.1:8080"));
+        assert!(!travels("api.example.org", "http://api.example.org"));
+        assert!(!travels("api.example.org", "api.example.org:8443"));
+        assert!(!travels("127.0.0.1", "http://127.0.0.1:8080"));
+        assert!(!travels("http://127.0.0.1:8080", "https://127.0.0.1:8080"));
+        assert!(!travels("api.example.org", "other.example.org"));
+    }
+
+    #[test]
+    fn trace_and_connect_are_never_sent() {
+        for method in [http::Method::TRACE, http::Method::CONNECT] {
+            let error = check_method(&method, "p").unwrap_err();
+            assert!(
+                error.contains(&format!("the {method} method is never allowed")),
+                "{error}"
+            );
+        }
+        for method in [http::Method::GET, http::Method::POST, http::Method::DELETE] {
+            assert!(check_method(&method, "p").is_ok(), "{method}");
+        }
     }
 }

@@ -228,13 +228,18 @@ impl Policy {
     /// The policy in force: the system policy when it exists (and then `--policy` may only name
     /// that same file), else the one named by `--policy`, else none.
     pub fn resolve(explicit: Option<&Path>) -> Result<Self> {
-        let system = Path::new(SYSTEM_POLICY);
-        if system.exists() {
+        Self::resolve_with(Path::new(SYSTEM_POLICY), explicit)
+    }
+
+    /// [`Policy::resolve`] with the system policy at `system`.
+    fn resolve_with(system: &Path, explicit: Option<&Path>) -> Result<Self> {
+        if is_present(system)? {
             if let Some(path) = explicit
                 && std::fs::canonicalize(path).ok() != std::fs::canonicalize(system).ok()
             {
                 bail!(
-                    "the system policy {SYSTEM_POLICY} is in force; --policy {} cannot replace it",
+                    "the system policy {} is in force; --policy {} cannot replace it",
+                    system.display(),
                     path.display()
                 );
             }
@@ -441,6 +446,23 @@ impl Policy {
             }
             Err(e) => bail!("refused by {}: {e}", self.name()),
         }
+    }
+}
+
+/// Whether the system policy is there. Only "not found" means it is absent: any other error
+/// (a folder moat may not search, a path through a file) leaves it unknown, and moat must not
+/// run unrestricted on a guess.
+fn is_present(system: &Path) -> Result<bool> {
+    match std::fs::metadata(system) {
+        Ok(_) => Ok(true),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(e).with_context(|| {
+            format!(
+                "cannot tell whether the system policy {} is in force; moat does not start \
+                 until it can read it (or it is gone)",
+                system.display()
+            )
+        }),
     }
 }
 

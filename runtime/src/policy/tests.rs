@@ -320,3 +320,26 @@ fn the_policy_in_security_md_parses() {
     assert_eq!(ceiling.max_memory_bytes, Some(32 << 20));
     assert_eq!(ceiling.network.as_deref(), Some(&[][..]));
 }
+
+#[test]
+fn a_system_policy_that_cannot_be_checked_stops_moat() {
+    let root = dir("system-unknown");
+    let file = root.join("a-file");
+    std::fs::write(&file, "").unwrap();
+    // A path through a file: not "not found" but ENOTDIR, an error even root gets.
+    let unknown = file.join("policy.toml");
+    let error = Policy::resolve_with(&unknown, None).unwrap_err();
+    let error = format!("{error:#}");
+    assert!(
+        error.contains("cannot tell whether the system policy") && error.contains("a-file"),
+        "{error}"
+    );
+    // Truly absent: no policy, or the one named.
+    let absent = root.join("no-such-policy.toml");
+    let policy = Policy::resolve_with(&absent, None).unwrap();
+    assert!(policy.source.is_none());
+    let named = root.join("named.toml");
+    std::fs::write(&named, "").unwrap();
+    let policy = Policy::resolve_with(&absent, Some(&named)).unwrap();
+    assert_eq!(policy.source.as_deref(), Some(named.as_path()));
+}

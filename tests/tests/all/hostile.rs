@@ -26,7 +26,8 @@
 //! plus the case's `symlinks`. In arguments, symlink targets and network grants, `{root}` is that
 //! folder's canonical path, `{port}` the port of a TCP listener on 127.0.0.1 and `{port6}` one on
 //! [::1] (both must never be reached), and `{http_port}` the port of an HTTP server on 127.0.0.1
-//! that answers "hello from the runner", or redirects to `X` at `/redirect?to=X`.
+//! that answers "hello from the runner", redirects to `X` at `/redirect?to=X`, and sends back
+//! the request's headers at `/echo-headers`.
 
 use std::collections::BTreeMap;
 use std::net::TcpListener;
@@ -838,6 +839,11 @@ async fn every_attack_fails_and_the_plugin_survives() {
     let http =
         crate::loopback::Server::start(|seen| match seen.uri.strip_prefix("/redirect?to=") {
             Some(to) => crate::loopback::redirect(to),
+            // A server that reflects what it got, as TRACE does: whatever moat should not have
+            // sent comes back to the guest, and the leak checks see it.
+            None if seen.uri == "/echo-headers" => {
+                crate::loopback::respond(200, "text/plain", echo_headers(seen))
+            }
             None => crate::loopback::respond(200, "text/plain", "hello from the runner"),
         })
         .await;
@@ -892,6 +898,14 @@ async fn every_attack_fails_and_the_plugin_survives() {
         failures.len(),
         failures.join("\n  ")
     );
+}
+
+/// The request's headers, one `name: value` a line.
+fn echo_headers(seen: &crate::loopback::Seen) -> String {
+    seen.headers
+        .iter()
+        .map(|(name, value)| format!("{name}: {}\n", String::from_utf8_lossy(value.as_bytes())))
+        .collect()
 }
 
 #[test]

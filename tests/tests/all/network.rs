@@ -199,9 +199,9 @@ async fn injected_credentials_reach_the_server_and_never_the_guest() {
         plugins::HOSTILE,
         "secrets = \"secrets.toml\"",
         &format!(
-            "network = [\"http://127.0.0.1:{}\"]\n\
-             inject = [{{ host = \"127.0.0.1\", header = \"Authorization\", value = \"Bearer ${{secret:API_TOKEN}}\" }}]",
-            server.port()
+            "network = [\"http://127.0.0.1:{port}\"]\n\
+             inject = [{{ host = \"http://127.0.0.1:{port}\", header = \"Authorization\", value = \"Bearer ${{secret:API_TOKEN}}\" }}]",
+            port = server.port()
         ),
     ));
     let mut guest_saw = String::new();
@@ -220,6 +220,40 @@ async fn injected_credentials_reach_the_server_and_never_the_guest() {
     let seen = server.seen();
     assert_eq!(seen.len(), 1);
     assert_eq!(seen[0].headers["authorization"], format!("Bearer {TOKEN}"));
+}
+
+#[tokio::test]
+async fn an_injection_without_a_scheme_never_travels_over_plain_http() {
+    const TOKEN: &str = "tok-https-only-7a1c";
+    let server = hello_server().await;
+    let dir = ConfigDir::new();
+    dir.secrets(&format!("API_TOKEN = \"{TOKEN}\"\n"));
+    // The grant allows plain http to any port; the injection names no scheme, so https only.
+    let plugin = load(dir.source(
+        "hostile",
+        plugins::HOSTILE,
+        "secrets = \"secrets.toml\"",
+        "network = [\"127.0.0.1:*\"]\n\
+         inject = [{ host = \"127.0.0.1\", header = \"Authorization\", value = \"Bearer ${secret:API_TOKEN}\" }]",
+    ));
+    let result = try_call(
+        &plugin,
+        "hostile_http_get",
+        json!({ "url": server.url("/api") }),
+    )
+    .await
+    .unwrap();
+    assert!(
+        text_of(&result).contains("hello from loopback"),
+        "{result:?}"
+    );
+    let seen = server.seen();
+    assert_eq!(seen.len(), 1);
+    assert!(
+        !seen[0].headers.contains_key("authorization"),
+        "the secret went out over plain http: {:?}",
+        seen[0].headers
+    );
 }
 
 #[tokio::test]

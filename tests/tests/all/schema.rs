@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::LazyLock;
 
-use moat::network::{HostPattern, NetworkGrant};
+use moat::network::{Injection, NetworkGrant};
 use moat::source::Source;
 use serde_json::{Value, json};
 
@@ -296,7 +296,7 @@ fn the_network_pattern_takes_every_grant_moat_takes() {
 }
 
 #[test]
-fn the_injection_host_pattern_takes_every_host_moat_takes() {
+fn the_injection_host_pattern_takes_every_target_moat_takes() {
     let fits = |host: &str| {
         let entry = json!({
             "path": "a.wasm",
@@ -310,25 +310,27 @@ fn the_injection_host_pattern_takes_every_host_moat_takes() {
         "*.example.com",
         "*",
         "127.0.0.1",
-        "::1",
         "[::1]",
         "[2001:db8::1]",
         "my_host-1",
+        "https://api.example.com",
+        "api.example.com:8443",
+        "http://127.0.0.1:8080",
+        "https://*.example.com:*",
     ];
     for host in accepted {
-        host.parse::<HostPattern>()
-            .unwrap_or_else(|e| panic!("moat refuses {host:?}: {e:#}"));
+        Injection::target(host).unwrap_or_else(|e| panic!("moat refuses {host:?}: {e:#}"));
         assert!(fits(host), "the schema refuses {host:?}");
     }
     for host in [
-        "https://api.example.com",
-        "api.example.com:443",
+        "ftp://api.example.com",
         "a.org/x",
         "",
         "*.",
         "a..org",
+        "user@a.org",
     ] {
-        assert!(host.parse::<HostPattern>().is_err(), "moat takes {host:?}");
+        assert!(Injection::target(host).is_err(), "moat takes {host:?}");
         assert!(!fits(host), "the schema takes {host:?}");
     }
 }

@@ -43,17 +43,26 @@ impl Guest for Hostile {
             response = moat_guest::http::get(&location, &[], 1 << 20)
                 .map_err(|e| format!("following the redirect to {location}: {e}"))?;
         }
-        let headers: Vec<String> = response
-            .headers
-            .iter()
-            .map(|(name, value)| format!("{name}: {value}"))
-            .collect();
-        Ok(format!(
-            "status {}\n{}\n\n{}",
-            response.status,
-            headers.join("\n"),
-            String::from_utf8_lossy(&response.body)
-        ))
+        Ok(show(&response))
+    }
+
+    fn http_request(method: String, url: String) -> Result<String, String> {
+        use moat_guest::http::Method;
+        let method = match method.to_ascii_uppercase().as_str() {
+            "GET" => Method::Get,
+            "HEAD" => Method::Head,
+            "DELETE" => Method::Delete,
+            "OPTIONS" => Method::Options,
+            "TRACE" => Method::Trace,
+            "CONNECT" => Method::Connect,
+            _ => Method::Other(method),
+        };
+        Ok(show(&moat_guest::http::request(
+            method,
+            &url,
+            &[],
+            1 << 20,
+        )?))
     }
 
     fn read_file(path: String) -> Result<String, String> {
@@ -365,3 +374,18 @@ fn fat(n: u32) -> u8 {
 }
 
 export!(Hostile);
+
+/// The status, the headers and the body of `response`: all the guest can see.
+fn show(response: &moat_guest::http::Response) -> String {
+    let headers: Vec<String> = response
+        .headers
+        .iter()
+        .map(|(name, value)| format!("{name}: {value}"))
+        .collect();
+    format!(
+        "status {}\n{}\n\n{}",
+        response.status,
+        headers.join("\n"),
+        String::from_utf8_lossy(&response.body)
+    )
+}
