@@ -368,7 +368,7 @@ pub fn in_bytes(value: Option<usize>, shift: u32, key: &str) -> Result<Option<us
 
 /// Parses a config file's text; `env` looks up moat's own environment for `${env:NAME}`, and
 /// `secrets` overrides the secrets file the text names.
-fn parse(
+pub fn parse(
     text: &str,
     base: &Path,
     env: &dyn Fn(&str) -> Option<String>,

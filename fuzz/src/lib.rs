@@ -1,0 +1,22 @@
+//! What the fuzz targets share: a registry with no plugins, and a runtime to serve it on.
+
+use std::sync::{Arc, LazyLock};
+
+use moat::catalogue::Catalogue;
+use moat::registry::Registry;
+
+/// One current-thread runtime for every input: each input runs to its end on it.
+pub static RUNTIME: LazyLock<tokio::runtime::Runtime> = LazyLock::new(|| {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+});
+
+/// A catalogue of zero plugins: the protocol handling, without compiling a component per input.
+pub static CATALOGUE: LazyLock<Catalogue> = LazyLock::new(|| {
+    let engine = wasmtime::Engine::default();
+    let (registry, errors) = Registry::load(&engine, &[]).expect("an empty registry");
+    assert!(errors.is_empty());
+    Catalogue::from(Arc::new(registry))
+});
