@@ -178,11 +178,9 @@ impl bindings::moat::plugin::log::Host for HostState {
 
 impl bindings::moat::plugin::progress::Host for HostState {
     fn report(&mut self, progress: f64, total: Option<f64>, message: Option<String>) {
+        // Progress goes only to the client, through the call's bounded queue, never to moat's
+        // own log.
         let message = message.map(truncate);
-        let bytes = message.as_ref().map_or(0, String::len);
-        if !self.log.admit(bytes) {
-            return;
-        }
         self.emit(GuestEvent::Progress {
             progress,
             total,

@@ -413,6 +413,9 @@ impl Plugin {
     }
 }
 
+/// The tools found, and the exported functions that are not tools with the reason.
+type ToolsAndSkipped = (Vec<Tool>, Vec<(String, String)>);
+
 /// Every exported function, at the top level or in an exported instance, is a tool, unless
 /// `rules` hide it. Too many tools, or schemas too large, refuse the whole plugin.
 fn discover_tools(
@@ -421,7 +424,7 @@ fn discover_tools(
     plugin: &str,
     rules: &ToolRules,
     docs: Option<&PluginDocs>,
-) -> Result<(Vec<Tool>, Vec<(String, String)>)> {
+) -> Result<ToolsAndSkipped> {
     struct Found {
         interface: Option<String>,
         function: String,
