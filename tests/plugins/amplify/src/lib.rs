@@ -6,7 +6,7 @@ moat_guest::generate!("amplify");
 struct Amplify;
 
 impl Guest for Amplify {
-    fn take(_value: A10) -> u32 {
+    fn take(_value: A6) -> u32 {
         0
     }
 }
