@@ -616,3 +616,52 @@ fn a_changed_secret_reloads_the_plugin() {
     assert_eq!(injected.value, "Bearer new-token");
     fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn a_plugin_that_could_write_a_served_plugin_file_is_not_loaded() {
+    let dir = temp_dir("plugin-files");
+    fs::create_dir_all(dir.join("plugins")).unwrap();
+    fs::create_dir_all(dir.join("data")).unwrap();
+    fs::copy(plugins::ECHO, dir.join("plugins/echo.wasm")).unwrap();
+    fs::copy(plugins::TIME, dir.join("plugins/time.wasm")).unwrap();
+    let config = dir.join("moat.toml");
+    let served = Served {
+        paths: vec![],
+        config: Some(config.clone()),
+        secrets: None,
+    };
+    let with_grant = |host: &str, mode: &str| {
+        fs::write(
+            &config,
+            format!(
+                "[plugins.echo]\npath = \"plugins/echo.wasm\"\n\
+                 files = [{{ host = \"{host}\", guest = \"/d\", mode = \"{mode}\" }}]\n\
+                 [plugins.time]\npath = \"plugins/time.wasm\"\n"
+            ),
+        )
+        .unwrap();
+    };
+
+    // Writing the folder of time.wasm (or its own file) would let echo replace what runs as
+    // time, or as itself, at the next reload; time itself loads all the same.
+    with_grant("plugins", "rw");
+    let refused = load(&mut Loader::new(engine().clone(), None), &served);
+    let [failure] = &refused.failed[..] else {
+        panic!("{:?}", refused.failed)
+    };
+    assert_eq!(failure.plugin, "echo");
+    let message = format!("{:#}", failure.error);
+    assert!(
+        message.contains("a plugin file moat serves") && message.contains("plugins/"),
+        "{message}"
+    );
+    assert!(tool_names(&refused.registry).iter().any(|t| t.starts_with("time_")));
+
+    // Reading the plugins, or writing a folder beside them, is fine.
+    for (host, mode) in [("plugins", "ro"), ("data", "rw")] {
+        with_grant(host, mode);
+        let loaded = load(&mut Loader::new(engine().clone(), None), &served);
+        assert!(loaded.failed.is_empty(), "{host} {mode}: {:?}", loaded.failed);
+    }
+    fs::remove_dir_all(&dir).unwrap();
+}
