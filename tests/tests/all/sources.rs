@@ -312,6 +312,7 @@ async fn registry_credentials_come_from_a_docker_config_or_the_environment() {
     let from_env = fetcher(
         &store.0,
         &[
+            ("MOAT_REGISTRY", &registry.host),
             ("MOAT_REGISTRY_USER", "alice"),
             ("MOAT_REGISTRY_PASSWORD", "secret"),
         ],
@@ -321,6 +322,7 @@ async fn registry_credentials_come_from_a_docker_config_or_the_environment() {
     let wrong = fetcher(
         &store.0,
         &[
+            ("MOAT_REGISTRY", &registry.host),
             ("MOAT_REGISTRY_USER", "alice"),
             ("MOAT_REGISTRY_PASSWORD", "guess"),
         ],
@@ -330,6 +332,18 @@ async fn registry_credentials_come_from_a_docker_config_or_the_environment() {
         error.contains("user \"alice\" from MOAT_REGISTRY_USER"),
         "{error}"
     );
+
+    // Credentials for another registry are not sent to this one.
+    let elsewhere = fetcher(
+        &store.0,
+        &[
+            ("MOAT_REGISTRY", "registry.example.com"),
+            ("MOAT_REGISTRY_USER", "alice"),
+            ("MOAT_REGISTRY_PASSWORD", "secret"),
+        ],
+    );
+    let error = error_of(elsewhere.fetch(&Source::Oci(source.clone())).await);
+    assert!(error.contains("no credentials given"), "{error}");
 
     let docker = TempDir::new("auth-docker");
     let auth = base64::engine::general_purpose::STANDARD.encode("alice:secret");
