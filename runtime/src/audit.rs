@@ -1,7 +1,7 @@
 //! The audit log: one JSON line per tool call, appended to a file only its owner can read.
 //!
 //! ```json
-//! {"time":"2026-11-30T09:00:00.123Z","client":"claude-code 1.2.0","session":"5c1f…",
+//! {"time":"2026-11-30T09:00:00.123Z","session":"5c1f…","client_claimed":"claude-code 1.2.0",
 //!  "plugin":"notes","digest":"sha256:…","tool":"notes_read",
 //!  "arguments_sha256":"…","duration_ms":1.84,"outcome":"ok","denied":[]}
 //! ```
@@ -65,12 +65,16 @@ pub enum Outcome {
 pub struct Record<'a> {
     /// RFC 3339, UTC.
     pub time: String,
-    /// The client's name and version, from its `initialize`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub client: Option<String>,
-    /// The MCP session (Streamable HTTP), when there is one.
+    /// The MCP session (Streamable HTTP) moat created at `initialize` and found this request in.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub session: Option<String>,
+    /// An `Mcp-Session-Id` a request outside any session carried: only what the client says.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub session_claimed: Option<String>,
+    /// The client's name and version as it gave them (at `initialize`, or in a request's
+    /// `_meta`): moat authenticates no client, so this is only what the client says.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub client_claimed: Option<String>,
     pub plugin: Option<&'a str>,
     /// `sha256:` and the hex sha256 of the component's bytes.
     pub digest: Option<&'a str>,
@@ -90,8 +94,9 @@ pub struct Record<'a> {
 
 /// What the caller knows about one finished call.
 pub struct Call<'a> {
-    pub client: Option<String>,
+    pub client_claimed: Option<String>,
     pub session: Option<String>,
+    pub session_claimed: Option<String>,
     pub plugin: Option<&'a str>,
     pub digest: Option<&'a str>,
     pub tool: &'a str,
@@ -123,8 +128,9 @@ impl AuditLog {
         let arguments = Value::Object(call.arguments.cloned().unwrap_or_default());
         let record = Record {
             time: jiff::Timestamp::now().to_string(),
-            client: call.client,
             session: call.session,
+            session_claimed: call.session_claimed,
+            client_claimed: call.client_claimed,
             plugin: call.plugin,
             digest: call.digest,
             tool: call.tool,
@@ -213,8 +219,9 @@ mod tests {
         // Every write to /dev/full fails (ENOSPC).
         let log = AuditLog::open(Path::new("/dev/full"), false).unwrap();
         log.record(Call {
-            client: None,
+            client_claimed: None,
             session: None,
+            session_claimed: None,
             plugin: None,
             digest: None,
             tool: "x",
@@ -234,8 +241,9 @@ mod tests {
         for include in [false, true] {
             let log = AuditLog::open(&path, include).unwrap();
             log.record(Call {
-                client: Some("test 1.0".into()),
-                session: None,
+                client_claimed: Some("test 1.0".into()),
+                session: Some("5c1f".into()),
+                session_claimed: None,
                 plugin: Some("notes"),
                 digest: Some("sha256:00"),
                 tool: "notes_read",
@@ -268,6 +276,9 @@ mod tests {
         );
         assert_eq!(lines[0]["duration_ms"], 1.5);
         assert_eq!(lines[0]["outcome"], "ok");
+        assert_eq!(lines[0]["client_claimed"], "test 1.0");
+        assert_eq!(lines[0]["session"], "5c1f");
+        assert!(lines[0].get("client").is_none() && lines[0].get("session_claimed").is_none());
         let time = lines[0]["time"].as_str().unwrap();
         assert!(
             time.ends_with('Z') && time.parse::<jiff::Timestamp>().is_ok(),

@@ -5,13 +5,14 @@
 // MCP 2026-07-28 deprecates logging (SEP-2577), but the clients of earlier versions still ask for it.
 #![allow(deprecated)]
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    ListToolsResult, LoggingLevel, LoggingMessageNotificationParam, PaginatedRequestParams,
-    ProgressNotificationParam, ServerCapabilities, ServerConfig, SetLevelRequestParams,
-    SubscriptionFilter, Tool,
+    InitializeRequestParams, InitializeResult, ListToolsResult, LoggingLevel,
+    LoggingMessageNotificationParam, PaginatedRequestParams, ProgressNotificationParam,
+    ServerCapabilities, ServerConfig, SetLevelRequestParams, SubscriptionFilter, Tool,
 };
 use rmcp::service::{NotificationContext, Peer, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
@@ -28,6 +29,10 @@ pub struct MoatServer {
     catalogue: Catalogue,
     /// The least severe guest log message the client wants to receive.
     log_level: Arc<Mutex<LoggingLevel>>,
+    /// Whether this handler serves a session that began with `initialize`. Over HTTP rmcp then
+    /// routes a request here only once its `Mcp-Session-Id` names this session, so that id is
+    /// established; a stateless request's `Mcp-Session-Id` is only what the client says.
+    in_session: Arc<AtomicBool>,
 }
 
 impl MoatServer {
@@ -35,6 +40,7 @@ impl MoatServer {
         Self {
             catalogue: catalogue.into(),
             log_level: Arc::new(Mutex::new(LoggingLevel::Debug)),
+            in_session: Arc::new(AtomicBool::new(false)),
         }
     }
 
@@ -137,19 +143,34 @@ impl MoatServer {
         let Some(log) = registry.audit() else {
             return;
         };
-        let client = context
-            .peer
-            .peer_info()
-            .map(|info| format!("{} {}", info.client_info.name, info.client_info.version));
-        let session = context
+        // Whatever a request's `_meta` or the session's `initialize` says about the client, it
+        // says itself. (Outside a session rmcp fills in a placeholder, not even a claim.)
+        let in_session = self.in_session.load(Ordering::Relaxed);
+        let client_claimed = context
+            .meta
+            .client_info()
+            .or_else(|| {
+                in_session
+                    .then(|| context.peer.peer_info())
+                    .flatten()
+                    .map(|info| info.client_info.clone())
+            })
+            .map(|info| format!("{} {}", info.name, info.version));
+        let session_header = context
             .extensions
             .get::<axum::http::request::Parts>()
             .and_then(|parts| parts.headers.get("mcp-session-id"))
             .and_then(|id| id.to_str().ok())
             .map(str::to_string);
+        let (session, session_claimed) = if in_session {
+            (session_header, None)
+        } else {
+            (None, session_header)
+        };
         log.record(audit::Call {
-            client,
+            client_claimed,
             session,
+            session_claimed,
             plugin: plugin.map(|p| &*p.name),
             digest: plugin.map(|p| p.admission.digest.as_str()),
             tool: &request.name,
@@ -178,6 +199,16 @@ impl ServerHandler for MoatServer {
                 .into(),
         );
         info
+    }
+
+    async fn initialize(
+        &self,
+        request: InitializeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<InitializeResult, McpError> {
+        self.in_session.store(true, Ordering::Relaxed);
+        context.peer.set_peer_info(request.clone());
+        self.negotiate_initialize(&request)
     }
 
     async fn list_tools(

@@ -107,3 +107,42 @@ def test_an_untrusted_certificate_stops_the_download(
     assert "UnknownIssuer" in refused.stderr
     assert "ERROR" not in refused.stderr, "the refusal is reported twice"
     assert not any((tmp_path / "cache").rglob("*.wasm")), "something was kept"
+
+
+def test_an_https_source_is_never_redirected_to_plain_http(
+    moat_bin: Path, plugin: Callable[[str], Path], tls: Path, tmp_path: Path
+) -> None:
+    files = tmp_path / "files"
+    files.mkdir()
+    shutil.copy(plugin("echo"), files / "echo.wasm")
+    plain = http.server.ThreadingHTTPServer(
+        ("127.0.0.1", 0), functools.partial(QuietHandler, directory=str(files))
+    )
+    target = f"http://127.0.0.1:{plain.server_address[1]}/echo.wasm"
+
+    class Redirect(QuietHandler):
+        def do_GET(self) -> None:
+            self.send_response(302)
+            self.send_header("location", target)
+            self.send_header("content-length", "0")
+            self.end_headers()
+
+    secure = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Redirect)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(tls / "server.pem", tls / "server.key")
+    secure.socket = context.wrap_socket(secure.socket, server_side=True)
+    servers = [plain, secure]
+    for server in servers:
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"https://127.0.0.1:{secure.server_address[1]}/moved.wasm"
+        refused = moat(moat_bin, tmp_path, "pull", url, ca=tls / "ca.pem")
+        assert refused.returncode != 0, refused.stdout
+        assert "never followed to plain http" in refused.stderr, refused.stderr
+        # The plain URL itself is still fine: loopback http is allowed when asked for.
+        pulled = moat(moat_bin, tmp_path, "pull", target, ca=None)
+        assert pulled.returncode == 0, pulled.stderr
+    finally:
+        for server in servers:
+            server.shutdown()
+            server.server_close()

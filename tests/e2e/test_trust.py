@@ -6,6 +6,7 @@ that stops `moat serve`, and the audit log read back after calls over stdio.
 from __future__ import annotations
 
 import hashlib
+import http.client
 import json
 import os
 import shutil
@@ -231,7 +232,9 @@ async def test_the_audit_log_records_every_call_and_no_tool_changes_grants(
         canonical({"message": "secret ✓"}).encode()
     ).hexdigest()
     assert "secret" not in audit.read_text(), "arguments are redacted by default"
-    assert first["client"].startswith("mcp ") and first["denied"] == []
+    # moat authenticates no client: its name is only what it said at `initialize`.
+    assert first["client_claimed"].startswith("mcp ") and first["denied"] == []
+    assert "client" not in first and "session" not in first and "session_claimed" not in first
     assert first["time"].endswith("Z") and first["duration_ms"] >= 0
     assert "error" not in first
     assert "times" in records[1]["error"] and records[1]["tool"] == "echo_repeat"
@@ -269,3 +272,40 @@ async def test_over_http_the_policy_picks_the_address_and_the_audit_log_names_th
     [record] = [json.loads(line) for line in audit.read_text().splitlines()]
     assert record["outcome"] == "ok" and record["tool"] == "echo_echo"
     assert isinstance(record.get("session"), str) and record["session"], record
+    assert "session_claimed" not in record and "client" not in record, record
+
+
+def test_a_stateless_request_s_session_header_is_recorded_as_claimed(
+    moat_bin: Path, plugin: Callable[[str], Path], tmp_path: Path
+) -> None:
+    from test_http_protocol import echo_call, modern_headers, post_headers
+    from test_protocol import MODERN_META
+
+    port = free_port()
+    audit = tmp_path / "audit.jsonl"
+    log = tmp_path / "stderr"
+    with log.open("w") as stderr:
+        process = subprocess.Popen(
+            [str(moat_bin), "serve", "--audit", str(audit), "--http", f"127.0.0.1:{port}",
+             str(plugin("echo"))],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr,
+        )
+        try:
+            wait_for_port(port, process, log)
+            headers = post_headers(
+                {**modern_headers("tools/call", "echo_echo"), "mcp-session-id": "forged"}
+            )
+            connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+            connection.request("POST", "/mcp", json.dumps(echo_call(1, "hi", MODERN_META)), headers)
+            reply = connection.getresponse()
+            reply.read()
+            connection.close()
+            assert reply.status == 200
+        finally:
+            process.terminate()
+            process.wait(timeout=10)
+    [record] = [json.loads(line) for line in audit.read_text().splitlines()]
+    assert record["outcome"] == "ok", record
+    # moat made no such session: the header is only what the client says.
+    assert "session" not in record and record["session_claimed"] == "forged", record
+    assert record["client_claimed"] == "moat-e2e 0" and "client" not in record, record

@@ -20,6 +20,7 @@ use std::fmt;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
+use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 
@@ -30,6 +31,11 @@ pub use store::Store;
 
 /// The largest component moat downloads.
 pub const MAX_COMPONENT_BYTES: u64 = 256 << 20;
+
+/// How long one download or pull may take in all, unless `MOAT_FETCH_TIMEOUT_SECS` says.
+pub const DEFAULT_FETCH_TIMEOUT_SECS: u64 = 300;
+
+const FETCH_TIMEOUT_VAR: &str = "MOAT_FETCH_TIMEOUT_SECS";
 
 /// Where one plugin (or, for a folder, several) comes from.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -151,7 +157,8 @@ impl fmt::Display for Source {
     }
 }
 
-/// Looks up an environment variable (registry credentials, `DOCKER_CONFIG`, `HOME`).
+/// Looks up an environment variable (registry credentials, `DOCKER_CONFIG`, `HOME`,
+/// `MOAT_FETCH_TIMEOUT_SECS`).
 pub type EnvLookup = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
 
 /// Fetches sources: the HTTP client, the download store and the progress display they share.
@@ -184,7 +191,7 @@ impl Fetcher {
         let http = reqwest::Client::builder()
             .user_agent(concat!("moat/", env!("CARGO_PKG_VERSION")))
             .redirect(url::redirect_policy())
-            .connect_timeout(std::time::Duration::from_secs(30))
+            .connect_timeout(Duration::from_secs(30))
             .build()
             .context("setting up the HTTP client")?;
         Ok(self.http.get_or_init(|| http))
@@ -209,9 +216,26 @@ impl Fetcher {
     }
 
     /// The component a source names. A folder is an error here: [`Source::expand`] it first.
+    /// A download or pull that takes longer than [`Fetcher::deadline`] in all is given up, so
+    /// a server that trickles its answer cannot hold moat's start forever.
     pub async fn fetch(&self, source: &Source) -> Result<Fetched> {
+        let remote = match source {
+            Source::File(_) | Source::Dir(_) => return source.read_local(),
+            Source::Url(_) | Source::Oci(_) => self.fetch_remote(source),
+        };
+        let deadline = self.deadline()?;
+        match tokio::time::timeout(deadline, remote).await {
+            Ok(fetched) => fetched,
+            Err(_) => bail!(
+                "{source}: not fetched within {} s, given up (set {FETCH_TIMEOUT_VAR} to allow \
+                 longer)",
+                deadline.as_secs()
+            ),
+        }
+    }
+
+    async fn fetch_remote(&self, source: &Source) -> Result<Fetched> {
         match source {
-            Source::File(_) | Source::Dir(_) => source.read_local(),
             Source::Url(url) => {
                 let http = self.http()?;
                 let store = self.store.as_ref();
@@ -223,6 +247,19 @@ impl Fetcher {
                 oci.pull(self.store.as_ref(), &self.progress, &*self.env)
                     .await
             }
+            Source::File(_) | Source::Dir(_) => source.read_local(),
+        }
+    }
+
+    /// How long one fetch may take in all: `MOAT_FETCH_TIMEOUT_SECS`, else
+    /// [`DEFAULT_FETCH_TIMEOUT_SECS`].
+    pub fn deadline(&self) -> Result<Duration> {
+        let Some(text) = (self.env)(FETCH_TIMEOUT_VAR) else {
+            return Ok(Duration::from_secs(DEFAULT_FETCH_TIMEOUT_SECS));
+        };
+        match text.trim().parse::<u64>() {
+            Ok(secs) if secs > 0 => Ok(Duration::from_secs(secs)),
+            _ => bail!("{FETCH_TIMEOUT_VAR}=\"{text}\" is not a whole number of seconds above 0"),
         }
     }
 

@@ -1,8 +1,8 @@
 //! Components in OCI registries, in the Wasm OCI artifact layout: one `application/wasm` layer
 //! (the component) and an `application/vnd.wasm.config.v0+json` config describing it.
 //!
-//! Credentials come from `MOAT_REGISTRY_USER` and `MOAT_REGISTRY_PASSWORD`, else from the docker
-//! configuration (`$DOCKER_CONFIG/config.json`, else `~/.docker/config.json`: an `auths` entry, or
+//! Credentials come from `MOAT_REGISTRY_USER` and `MOAT_REGISTRY_PASSWORD` for the one registry
+//! `MOAT_REGISTRY` names, else from the docker configuration (`$DOCKER_CONFIG/config.json`, else `~/.docker/config.json`: an `auths` entry, or
 //! a `credHelpers`/`credsStore` credential helper), else none. Registries on loopback hosts are
 //! spoken to over plain HTTP, every other over HTTPS.
 
@@ -298,8 +298,8 @@ impl OciSource {
         let registry = self.registry();
         let denied = || {
             anyhow!(
-                "{self}: access denied by {registry} ({}); set MOAT_REGISTRY_USER and \
-                 MOAT_REGISTRY_PASSWORD, or log in with docker",
+                "{self}: access denied by {registry} ({}); set MOAT_REGISTRY={registry} with \
+                 MOAT_REGISTRY_USER and MOAT_REGISTRY_PASSWORD, or log in with docker",
                 auth.whence
             )
         };
@@ -418,12 +418,16 @@ struct Credentials {
 }
 
 impl Credentials {
+    /// The credentials for `registry` (`host[:port]`): `MOAT_REGISTRY_USER` and
+    /// `MOAT_REGISTRY_PASSWORD` when `MOAT_REGISTRY` names this registry, else its docker
+    /// configuration entry, else none. Those variables without `MOAT_REGISTRY` are refused: sent
+    /// to whatever registry a source names, they would go to any of them.
     fn for_registry(registry: &str, env: &Env) -> Result<Self> {
-        if let Some(user) = env("MOAT_REGISTRY_USER") {
-            let password = env("MOAT_REGISTRY_PASSWORD")
-                .context("MOAT_REGISTRY_USER is set but MOAT_REGISTRY_PASSWORD is not")?;
+        if let Some((scope, user, password)) = environment_credentials(env)?
+            && registry_key(&scope).eq_ignore_ascii_case(registry_key(registry))
+        {
             return Ok(Self {
-                whence: format!("user \"{user}\" from MOAT_REGISTRY_USER"),
+                whence: format!("user \"{user}\" from MOAT_REGISTRY_USER, for {scope}"),
                 auth: RegistryAuth::Basic(user, password),
             });
         }
@@ -453,6 +457,35 @@ impl Credentials {
         Self {
             auth: RegistryAuth::Anonymous,
             whence: "no credentials given".into(),
+        }
+    }
+}
+
+/// `MOAT_REGISTRY`, `MOAT_REGISTRY_USER` and `MOAT_REGISTRY_PASSWORD`, all three or none.
+fn environment_credentials(env: &Env) -> Result<Option<(String, String, String)>> {
+    let scope = env("MOAT_REGISTRY").filter(|s| !s.trim().is_empty());
+    let user = env("MOAT_REGISTRY_USER");
+    let password = env("MOAT_REGISTRY_PASSWORD");
+    match (scope, user, password) {
+        (None, None, None) => Ok(None),
+        (Some(scope), Some(user), Some(password)) => {
+            let scope = scope.trim().to_string();
+            if scope.contains('/') || scope.contains("://") {
+                bail!(
+                    "MOAT_REGISTRY=\"{scope}\" is not a registry: write host[:port], as in \
+                     MOAT_REGISTRY=ghcr.io or MOAT_REGISTRY=127.0.0.1:5000"
+                );
+            }
+            Ok(Some((scope, user, password)))
+        }
+        (None, _, _) => bail!(
+            "MOAT_REGISTRY_USER/MOAT_REGISTRY_PASSWORD are set but MOAT_REGISTRY is not: set \
+             MOAT_REGISTRY=host[:port] to the registry they are for (e.g. MOAT_REGISTRY=ghcr.io); \
+             other registries get none of them"
+        ),
+        (Some(_), None, _) => bail!("MOAT_REGISTRY is set but MOAT_REGISTRY_USER is not"),
+        (Some(_), Some(_), None) => {
+            bail!("MOAT_REGISTRY_USER is set but MOAT_REGISTRY_PASSWORD is not")
         }
     }
 }
@@ -611,6 +644,70 @@ mod tests {
         let with_helper: DockerConfig =
             serde_json::from_str(r#"{"credsStore": "moat-test-no-such-helper"}"#).unwrap();
         assert_eq!(with_helper.credentials("ghcr.io").unwrap(), None);
+    }
+
+    fn env_of(pairs: &[(&'static str, &'static str)]) -> impl Fn(&str) -> Option<String> {
+        let pairs = pairs.to_vec();
+        move |name| {
+            pairs
+                .iter()
+                .find(|(k, _)| *k == name)
+                .map(|(_, v)| v.to_string())
+        }
+    }
+
+    #[test]
+    fn environment_credentials_go_only_to_their_registry() {
+        let env = env_of(&[
+            ("MOAT_REGISTRY", "GHCR.io"),
+            ("MOAT_REGISTRY_USER", "alice"),
+            ("MOAT_REGISTRY_PASSWORD", "secret"),
+        ]);
+        let mine = Credentials::for_registry("ghcr.io", &env).unwrap();
+        assert_eq!(
+            mine.auth,
+            RegistryAuth::Basic("alice".into(), "secret".into())
+        );
+        assert!(
+            mine.whence.contains("from MOAT_REGISTRY_USER"),
+            "{}",
+            mine.whence
+        );
+        for other in ["registry.example.com", "ghcr.io:5000", "127.0.0.1:5000"] {
+            let theirs = Credentials::for_registry(other, &env).unwrap();
+            assert_eq!(theirs.auth, RegistryAuth::Anonymous, "{other}");
+        }
+
+        let docker_hub = env_of(&[
+            ("MOAT_REGISTRY", "index.docker.io"),
+            ("MOAT_REGISTRY_USER", "bob"),
+            ("MOAT_REGISTRY_PASSWORD", "pw"),
+        ]);
+        let hub = Credentials::for_registry("docker.io", &docker_hub).unwrap();
+        assert_eq!(hub.auth, RegistryAuth::Basic("bob".into(), "pw".into()));
+    }
+
+    #[test]
+    fn environment_credentials_without_their_registry_are_refused() {
+        let unscoped = env_of(&[
+            ("MOAT_REGISTRY_USER", "alice"),
+            ("MOAT_REGISTRY_PASSWORD", "secret"),
+        ]);
+        let error = Credentials::for_registry("ghcr.io", &unscoped)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(error.contains("MOAT_REGISTRY=host[:port]"), "{error}");
+        let with_path = env_of(&[
+            ("MOAT_REGISTRY", "https://ghcr.io/acme"),
+            ("MOAT_REGISTRY_USER", "alice"),
+            ("MOAT_REGISTRY_PASSWORD", "secret"),
+        ]);
+        assert!(Credentials::for_registry("ghcr.io", &with_path).is_err());
+        let no_password = env_of(&[("MOAT_REGISTRY", "ghcr.io"), ("MOAT_REGISTRY_USER", "a")]);
+        assert!(Credentials::for_registry("ghcr.io", &no_password).is_err());
+        let anonymous = Credentials::for_registry("ghcr.io", &env_of(&[])).unwrap();
+        assert_eq!(anonymous.auth, RegistryAuth::Anonymous);
     }
 
     #[test]

@@ -22,18 +22,35 @@ pub(super) fn check_scheme(url: &Url) -> Result<()> {
     }
 }
 
-/// Redirects are followed (at most 5) only to URLs that [`check_scheme`] allows, so an `https`
-/// source is never silently served over plain HTTP.
+/// Redirects are followed (at most 5) only as [`check_redirect`] allows.
 pub(super) fn redirect_policy() -> reqwest::redirect::Policy {
     reqwest::redirect::Policy::custom(|attempt| {
-        if attempt.previous().len() >= 5 {
-            attempt.error("more than 5 redirects")
-        } else if let Err(error) = check_scheme(attempt.url()) {
-            attempt.error(format!("refusing the redirect: {error:#}"))
-        } else {
-            attempt.follow()
+        match check_redirect(attempt.previous(), attempt.url()) {
+            Ok(()) => attempt.follow(),
+            Err(error) => attempt.error(error),
         }
     })
+}
+
+/// Whether a redirect to `next` may be followed after `previous` (the URLs asked so far): at most
+/// 5, each to a URL [`check_scheme`] allows, and once the chain has been `https` it stays
+/// `https`, so an `https` source is never served over plain HTTP, not even from loopback.
+pub(super) fn check_redirect(previous: &[Url], next: &Url) -> Result<(), String> {
+    if previous.len() >= 5 {
+        return Err("more than 5 redirects".into());
+    }
+    if let Err(error) = check_scheme(next) {
+        return Err(format!("refusing the redirect: {error:#}"));
+    }
+    if next.scheme() != "https"
+        && let Some(secure) = previous.iter().find(|url| url.scheme() == "https")
+    {
+        return Err(format!(
+            "refusing the redirect from {secure} (https) to {next}: an https source is never \
+             followed to plain http"
+        ));
+    }
+    Ok(())
 }
 
 /// Downloads `url`, or revalidates the copy in `store` and uses it while the server says it has
@@ -254,5 +271,33 @@ fn host_of(url: &Url) -> String {
         (Some(host), Some(port)) => format!("{host}:{port}"),
         (Some(host), None) => host.to_string(),
         _ => url.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn urls(list: &[&str]) -> Vec<Url> {
+        list.iter().map(|u| Url::parse(u).unwrap()).collect()
+    }
+
+    #[test]
+    fn a_redirect_never_leaves_https() {
+        let to = |u: &str| Url::parse(u).unwrap();
+        let https = urls(&["https://example.com/a.wasm"]);
+        let error = check_redirect(&https, &to("http://127.0.0.1:8000/a.wasm")).unwrap_err();
+        assert!(error.contains("never followed to plain http"), "{error}");
+        // Not even after a hop back to loopback http.
+        let mixed = urls(&["https://example.com/a.wasm", "http://localhost/b.wasm"]);
+        assert!(check_redirect(&mixed, &to("http://localhost/c.wasm")).is_err());
+        assert!(check_redirect(&https, &to("https://cdn.example.com/a.wasm")).is_ok());
+        // Loopback http may go to loopback http or up to https.
+        let plain = urls(&["http://127.0.0.1:8000/a.wasm"]);
+        assert!(check_redirect(&plain, &to("http://localhost:9000/a.wasm")).is_ok());
+        assert!(check_redirect(&plain, &to("https://example.com/a.wasm")).is_ok());
+        assert!(check_redirect(&plain, &to("http://example.com/a.wasm")).is_err());
+        let six = urls(&["https://example.com/"; 5]);
+        assert!(check_redirect(&six, &to("https://example.com/")).is_err());
     }
 }

@@ -313,6 +313,7 @@ async fn registry_credentials_come_from_a_docker_config_or_the_environment() {
     let from_env = fetcher(
         &store.0,
         &[
+            ("MOAT_REGISTRY", &registry.host),
             ("MOAT_REGISTRY_USER", "alice"),
             ("MOAT_REGISTRY_PASSWORD", "secret"),
         ],
@@ -322,6 +323,7 @@ async fn registry_credentials_come_from_a_docker_config_or_the_environment() {
     let wrong = fetcher(
         &store.0,
         &[
+            ("MOAT_REGISTRY", &registry.host),
             ("MOAT_REGISTRY_USER", "alice"),
             ("MOAT_REGISTRY_PASSWORD", "guess"),
         ],
@@ -331,6 +333,18 @@ async fn registry_credentials_come_from_a_docker_config_or_the_environment() {
         error.contains("user \"alice\" from MOAT_REGISTRY_USER"),
         "{error}"
     );
+
+    // Credentials for another registry are not sent to this one.
+    let elsewhere = fetcher(
+        &store.0,
+        &[
+            ("MOAT_REGISTRY", "registry.example.com"),
+            ("MOAT_REGISTRY_USER", "alice"),
+            ("MOAT_REGISTRY_PASSWORD", "secret"),
+        ],
+    );
+    let error = error_of(elsewhere.fetch(&Source::Oci(source.clone())).await);
+    assert!(error.contains("no credentials given"), "{error}");
 
     let docker = TempDir::new("auth-docker");
     let auth = base64::engine::general_purpose::STANDARD.encode("alice:secret");
@@ -549,6 +563,60 @@ async fn a_kept_download_serves_while_the_server_is_away() {
     let empty = TempDir::new("url-offline-empty");
     let error = error_of(fetcher(&empty.0, &[]).fetch(&source).await);
     assert!(error.contains(&format!("cannot reach {addr}")), "{error}");
+}
+
+/// A server that sends its headers at once and then one body byte a second, for ever.
+async fn start_trickling_server() -> SocketAddr {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut request = [0u8; 4096];
+                let _ = stream.read(&mut request).await;
+                let head = "HTTP/1.1 200 OK\r\ncontent-type: application/wasm\r\n\
+                            content-length: 1000000\r\n\r\n";
+                if stream.write_all(head.as_bytes()).await.is_err() {
+                    return;
+                }
+                loop {
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                    if stream.write_all(b"\0").await.is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    addr
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_trickling_download_is_given_up_at_the_deadline() {
+    let addr = start_trickling_server().await;
+    let store = TempDir::new("url-trickle");
+    let source = Source::parse(&format!("http://{addr}/slow.wasm"), Path::new("")).unwrap();
+    let slow = fetcher(&store.0, &[("MOAT_FETCH_TIMEOUT_SECS", "2")]);
+    let started = Instant::now();
+    let error = error_of(slow.fetch(&source).await);
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(
+        error.contains(&format!("http://{addr}/slow.wasm")) && error.contains("within 2 s"),
+        "{error}"
+    );
+    assert!(error.contains("MOAT_FETCH_TIMEOUT_SECS"), "{error}");
+
+    let bad = fetcher(&store.0, &[("MOAT_FETCH_TIMEOUT_SECS", "soon")]);
+    let error = error_of(bad.fetch(&source).await);
+    assert!(
+        error.contains("MOAT_FETCH_TIMEOUT_SECS=\"soon\""),
+        "{error}"
+    );
 }
 
 #[test]
