@@ -408,6 +408,9 @@ impl Plugin {
     }
 }
 
+/// Exported functions that are not tools: (export, why).
+type Skipped = Vec<(String, String)>;
+
 /// Every exported function, at the top level or in an exported instance, is a tool, unless
 /// `rules` hide it. Too many tools, or schemas too large, refuse the whole plugin.
 fn discover_tools(
@@ -416,7 +419,7 @@ fn discover_tools(
     plugin: &str,
     rules: &ToolRules,
     docs: Option<&PluginDocs>,
-) -> Result<(Vec<Tool>, Vec<(String, String)>)> {
+) -> Result<(Vec<Tool>, Skipped)> {
     struct Found {
         interface: Option<String>,
         function: String,

@@ -154,7 +154,7 @@ fn moat_toml_renames_or_hides_a_tool_to_settle_a_clash() {
         .find(|p| &*p.name == "x")
         .unwrap();
     assert!(x.tools.iter().all(|t| t.name != "x_simple_text"));
-    assert!(x.tools.iter().any(|t| t.name == "x_echo"));
+    assert!(x.tools.iter().any(|t| t.name == "x_error_handling"));
 
     // A rule for a tool the plugin does not have names the real ones.
     let served = write_config(

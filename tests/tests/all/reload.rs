@@ -489,13 +489,21 @@ fn a_plugin_that_could_write_a_served_plugin_file_is_not_loaded() {
         message.contains("a plugin file moat serves") && message.contains("plugins/"),
         "{message}"
     );
-    assert!(tool_names(&refused.registry).iter().any(|t| t.starts_with("time_")));
+    assert!(
+        tool_names(&refused.registry)
+            .iter()
+            .any(|t| t.starts_with("time_"))
+    );
 
     // Reading the plugins, or writing a folder beside them, is fine.
     for (host, mode) in [("plugins", "ro"), ("data", "rw")] {
         with_grant(host, mode);
         let loaded = load(&mut Loader::new(engine().clone(), None), &served);
-        assert!(loaded.failed.is_empty(), "{host} {mode}: {:?}", loaded.failed);
+        assert!(
+            loaded.failed.is_empty(),
+            "{host} {mode}: {:?}",
+            loaded.failed
+        );
     }
     fs::remove_dir_all(&dir).unwrap();
 }
