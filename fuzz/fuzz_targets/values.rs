@@ -11,7 +11,8 @@ use std::sync::LazyLock;
 
 use jsonschema::Validator;
 use libfuzzer_sys::fuzz_target;
-use moat::schema::{object_schema, schema};
+use moat::plugin::MAX_TOOL_SCHEMA_NODES;
+use moat::schema::{Budget, object_schema, schema};
 use moat::values::{args_from_json, from_json, to_json};
 use serde_json::Value;
 use wasmtime::component::types::ComponentItem;
@@ -57,14 +58,19 @@ static FUNCTIONS: LazyLock<Vec<Function>> = LazyLock::new(|| {
             if let ComponentItem::ComponentFunc(func) = item.ty {
                 let params: Vec<(String, Type)> =
                     func.params().map(|(n, t)| (n.to_string(), t)).collect();
-                let arguments =
-                    object_schema(params.iter().map(|(n, t)| (n.as_str(), t.clone())), |_| {
-                        (None, None)
-                    })
-                    .unwrap();
+                let arguments = object_schema(
+                    params.iter().map(|(n, t)| (n.as_str(), t.clone())),
+                    |_| (None, None),
+                    &mut Budget::new(MAX_TOOL_SCHEMA_NODES),
+                )
+                .unwrap();
                 let each = params
                     .iter()
-                    .map(|(_, ty)| validator(&schema(ty, None).unwrap()))
+                    .map(|(_, ty)| {
+                        validator(
+                            &schema(ty, None, &mut Budget::new(MAX_TOOL_SCHEMA_NODES)).unwrap(),
+                        )
+                    })
                     .collect();
                 functions.push(Function {
                     arguments: validator(&arguments),
