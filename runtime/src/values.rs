@@ -262,7 +262,7 @@ fn convert(ty: &Type, value: &Value, path: &mut Path) -> Result<Val, ArgError> {
             if matches!(key_ty, Type::String) {
                 let object = value.as_object().ok_or_else(|| mismatch("object"))?;
                 for (key, item) in object {
-                    path.push_field(key);
+                    path.push_key(key);
                     entries.push((Val::String(key.clone()), convert(&value_ty, item, path)?));
                     path.pop();
                 }
@@ -497,6 +497,8 @@ struct Path {
 enum Segment {
     Field(String),
     Index(usize),
+    /// A key of a `map<string, V>`: the caller's text, which may be empty or hold `.` and `[`.
+    Key(String),
 }
 
 impl Path {
@@ -515,6 +517,10 @@ impl Path {
         self.segments.push(Segment::Index(index));
     }
 
+    fn push_key(&mut self, key: &str) {
+        self.segments.push(Segment::Key(key.into()));
+    }
+
     fn pop(&mut self) {
         self.segments.pop();
     }
@@ -530,7 +536,7 @@ impl Path {
 impl fmt::Display for Path {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.segments.first() {
-            None | Some(Segment::Index(_)) => write!(f, "{}", self.root)?,
+            None | Some(Segment::Index(_) | Segment::Key(_)) => write!(f, "{}", self.root)?,
             Some(Segment::Field(_)) => {}
         }
         for (i, segment) in self.segments.iter().enumerate() {
@@ -538,8 +544,28 @@ impl fmt::Display for Path {
                 Segment::Field(name) if i == 0 => write!(f, "{name}")?,
                 Segment::Field(name) => write!(f, ".{name}")?,
                 Segment::Index(index) => write!(f, "[{index}]")?,
+                Segment::Key(key) => write!(f, "[{}]", Value::String(key.clone()))?,
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A map key is quoted, so that an empty key or one holding `.` still names a place (an
+    /// empty key once made the whole path empty).
+    #[test]
+    fn map_keys_are_quoted_in_paths() {
+        let mut path = Path::root("value");
+        path.push_key("");
+        assert_eq!(path.to_string(), r#"value[""]"#);
+        let mut path = Path::root("arguments");
+        path.push_field("counts");
+        path.push_key("a.b");
+        path.push_index(2);
+        assert_eq!(path.to_string(), r#"counts["a.b"][2]"#);
     }
 }
