@@ -658,9 +658,10 @@ fn redirection(source: &PluginSource, writable: &[&Path]) -> Option<anyhow::Erro
         let mut prefix = PathBuf::new();
         for part in grant.requested.components() {
             prefix.push(part);
-            let is_link = std::fs::symlink_metadata(&prefix).is_ok_and(|m| m.is_symlink());
-            let folder = prefix.parent().map(canonical);
-            let Some(folder) = folder.filter(|_| is_link) else {
+            if !std::fs::symlink_metadata(&prefix).is_ok_and(|m| m.is_symlink()) {
+                continue;
+            }
+            let Some(folder) = prefix.parent().map(canonical) else {
                 continue;
             };
             if let Some(granted) = writable.iter().find(|w| folder.starts_with(w)) {
