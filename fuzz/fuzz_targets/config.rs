@@ -1,4 +1,4 @@
-//! The operator's files: `moat.toml` (`moat::config::parse`), a policy (`Policy::parse`) and
+//! The operator's files: `moat.toml` (`moat::serve::config::parse`), a policy (`Policy::parse`) and
 //! `moat.lock`, each fed the same text.
 //!
 //! Input: the text; after a NUL byte, optionally, the secrets file's text. The secrets file
@@ -13,9 +13,9 @@ use std::path::PathBuf;
 use std::sync::LazyLock;
 
 use libfuzzer_sys::fuzz_target;
-use moat::lock::Lock;
-use moat::policy::{Policy, Transport};
-use moat::source::Source;
+use moat::supply::lock::Lock;
+use moat::supply::policy::{Policy, Transport};
+use moat::supply::source::Source;
 
 const SECRET: &str = "fuzz-secret-q7Zk2";
 
@@ -46,7 +46,7 @@ fn config(text: &str, secrets: &[u8]) {
     std::fs::write(&path, contents).unwrap();
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
     let env = |name: &str| (name != "MISSING").then(|| format!("env-{name}"));
-    match moat::config::parse(text, &BASE, &env, Some(&path)) {
+    match moat::serve::config::parse(text, &BASE, &env, Some(&path)) {
         Ok(sources) => {
             for source in sources {
                 assert!(!source.name.is_empty());

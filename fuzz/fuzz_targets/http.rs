@@ -23,7 +23,7 @@ fuzz_target!(|data: &[u8]| {
     };
     RUNTIME.block_on(async {
         let shutdown = CancellationToken::new();
-        let router = moat::http::router(CATALOGUE.clone(), shutdown.clone());
+        let router = moat::mcp::http::router(CATALOGUE.clone(), shutdown.clone());
         let response = tokio::time::timeout(Duration::from_secs(10), router.oneshot(request))
             .await
             .expect("no response within 10 s")

@@ -1,5 +1,5 @@
 //! What a component says about itself: the `moat:wit` (doc comments) and `moat:manifest`
-//! (permission requests) custom sections, read by `moat::docs` and `moat::manifest`.
+//! (permission requests) custom sections, read by `moat::wit::docs` and `moat::supply::manifest`.
 //!
 //! Input: a first byte, then either a whole component or module (byte 0 mod 3 = 0), or the
 //! contents of a `moat:wit` (1) or `moat:manifest` (2) section, which the target wraps in a
@@ -9,8 +9,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use moat::docs::{PluginDocs, TypeDocs, WIT_SECTION};
-use moat::manifest::{MANIFEST_SECTION, Manifest};
+use moat::supply::manifest::{MANIFEST_SECTION, Manifest};
+use moat::wit::docs::{PluginDocs, TypeDocs, WIT_SECTION};
 use wit_parser::decoding::{DecodedWasm, decode};
 use wit_parser::{Resolve, TypeDefKind};
 
@@ -29,7 +29,7 @@ fuzz_target!(|data: &[u8]| {
             walk(&docs, rest);
         }
     }
-    if let Ok(Some(manifest)) = moat::manifest::read(&wasm) {
+    if let Ok(Some(manifest)) = moat::supply::manifest::read(&wasm) {
         let _ = manifest.requests();
         let json = serde_json::to_vec(&manifest).unwrap();
         let again: Manifest = serde_json::from_slice(&json).unwrap_or_else(|e| {

@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 use libfuzzer_sys::fuzz_target;
-use moat::server::MoatServer;
+use moat::mcp::server::MoatServer;
 use moat_fuzz::{CATALOGUE, RUNTIME};
 use rmcp::ServiceExt;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};

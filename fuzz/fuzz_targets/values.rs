@@ -1,8 +1,8 @@
-//! JSON arguments → component values (`moat::values`), over every WIT type shape.
+//! JSON arguments → component values (`moat::wit::values`), over every WIT type shape.
 //!
 //! Input: one byte picks a function of `values.wit`, the rest is the JSON a client would send.
 //! Checks that conversion never panics, that it accepts exactly what the tool's JSON Schema
-//! (`moat::schema`) accepts, and that what it accepts survives the trip back to JSON and in again
+//! (`moat::wit::schema`) accepts, and that what it accepts survives the trip back to JSON and in again
 //! unchanged.
 
 #![no_main]
@@ -12,8 +12,8 @@ use std::sync::LazyLock;
 use jsonschema::Validator;
 use libfuzzer_sys::fuzz_target;
 use moat::plugin::MAX_TOOL_SCHEMA_NODES;
-use moat::schema::{Budget, object_schema, schema};
-use moat::values::{args_from_json, from_json, to_json};
+use moat::wit::schema::{Budget, object_schema, schema};
+use moat::wit::values::{args_from_json, from_json, to_json};
 use serde_json::Value;
 use wasmtime::component::types::ComponentItem;
 use wasmtime::component::{Component, Type};

@@ -2,8 +2,8 @@
 
 use std::sync::{Arc, LazyLock};
 
-use moat::catalogue::Catalogue;
-use moat::registry::Registry;
+use moat::mcp::catalogue::Catalogue;
+use moat::plugin::registry::Registry;
 
 /// One current-thread runtime for every input: each input runs to its end on it.
 pub static RUNTIME: LazyLock<tokio::runtime::Runtime> = LazyLock::new(|| {

@@ -4,37 +4,22 @@
 //! comes from the function's WIT types and whose descriptions come from its doc comments.
 //! Every call runs in a fresh instance that can reach only what the operator granted.
 //!
-//! The data path, module by module:
-//! [`config`] (what to load) → [`source`] (fetch it; [`lock`] pins it) → [`registry`] (plugins
-//! and tool names) → [`plugin`] (compile, discover, call, each call in an instance [`instances`]
-//! made for it) → [`values`] (arguments checked and converted) → [`host`] (what the guest may
-//! touch) → [`output`] (the result as MCP content) → [`server`] (MCP over stdio, or [`http`]).
+//! The layers, each using only those below it (ARCHITECTURE.md draws them):
+//! - [`serve`]: what is served now: `moat.toml`, reloads;
+//! - [`mcp`]: the protocol face: MCP on stdio and HTTP, the tool list, the audit log;
+//! - [`plugin`]: a loaded plugin, its tools and the call of one; the set of plugins served;
+//! - [`supply`]: where a plugin comes from and whether it may load: sources, digests, the lock,
+//!   signatures, the policy, manifests, the compiled-code cache;
+//! - [`sandbox`]: what an instance may touch and use: engine, limits, grants, host functions,
+//!   instances;
+//! - [`wit`]: WIT ⇄ JSON: tool names, schemas, values, results, docs.
+//!
+//! [`parallel`] is a leaf every layer may use.
 
-pub mod audit;
-pub mod cache;
-pub mod catalogue;
-pub mod config;
-pub mod descriptors;
-pub mod docs;
-pub mod engine;
-pub mod grants;
-pub mod guest_log;
-pub mod host;
-pub mod hosts;
-pub mod http;
-pub mod instances;
-pub mod lock;
-pub mod manifest;
-pub mod naming;
-pub mod network;
-pub mod output;
+pub mod mcp;
 pub mod parallel;
 pub mod plugin;
-pub mod policy;
-pub mod registry;
-pub mod reload;
-pub mod schema;
-pub mod server;
-pub mod signing;
-pub mod source;
-pub mod values;
+pub mod sandbox;
+pub mod serve;
+pub mod supply;
+pub mod wit;

@@ -21,7 +21,8 @@
 use std::time::{Duration, Instant};
 
 use moat::plugin::Plugin;
-use moat::registry::{PluginSource, Registry};
+use moat::plugin::registry::Registry;
+use moat::supply::PluginSource;
 use moat_tests::{engine, load, plugins};
 use serde_json::json;
 use wasmtime::Store;
@@ -101,11 +102,11 @@ fn main() {
 /// `echo_echo`, and sha256 and statistics of 1 MiB, on moat's engine, and on the same engine with fuel metering
 /// (the plugins themselves have no fuel limit), interleaved.
 async fn fuel_metering(calls: usize) {
-    let metering = moat::engine::new_engine_with_fuel(true).unwrap();
+    let metering = moat::sandbox::engine::new_engine_with_fuel(true).unwrap();
     let load_on = |engine: &wasmtime::Engine, name: &str, path: &str| -> std::sync::Arc<Plugin> {
         let source = PluginSource {
             name: name.into(),
-            source: moat::source::Source::File(path.into()),
+            source: moat::supply::source::Source::File(path.into()),
             limits: Default::default(),
             grants: Default::default(),
             tools: Default::default(),
@@ -170,7 +171,7 @@ async fn hash_without_epochs(calls: usize) {
     let args = json!({"text": text, "algorithm": "sha256"});
     let args = args.as_object().unwrap();
 
-    let mut config = moat::engine::config();
+    let mut config = moat::sandbox::engine::config();
     config.epoch_interruption(false);
     let no_epochs = wasmtime::Engine::new(&config).unwrap();
     let component = Component::from_file(&no_epochs, plugins::TEXT).unwrap();

@@ -15,9 +15,9 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
-use moat::cache::Cache;
-use moat::catalogue::{Catalogue, DEFAULT_PAGE_SIZE};
-use moat::reload::{Loader, Served};
+use moat::mcp::catalogue::{Catalogue, DEFAULT_PAGE_SIZE};
+use moat::serve::reload::{Loader, Served};
+use moat::supply::cache::Cache;
 use moat_tests::{engine, plugins};
 use rmcp::model::{ListToolsResult, Tool};
 

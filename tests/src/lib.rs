@@ -2,9 +2,11 @@
 
 use std::sync::{Arc, OnceLock};
 
-use moat::plugin::{Limits, Plugin};
-use moat::registry::{PluginSource, Registry};
-use moat::source::Source;
+use moat::plugin::Plugin;
+use moat::plugin::registry::Registry;
+use moat::sandbox::limits::Limits;
+use moat::supply::PluginSource;
+use moat::supply::source::Source;
 use rmcp::model::CallToolResult;
 use serde_json::Value;
 
@@ -16,7 +18,7 @@ pub mod plugins {
 /// One engine for every test in the process, as `moat serve` has.
 pub fn engine() -> &'static wasmtime::Engine {
     static ENGINE: OnceLock<wasmtime::Engine> = OnceLock::new();
-    ENGINE.get_or_init(|| moat::engine::new_engine().expect("building the engine"))
+    ENGINE.get_or_init(|| moat::sandbox::engine::new_engine().expect("building the engine"))
 }
 
 /// Loads the plugin at `path` under `name` with the default limits.
@@ -85,7 +87,7 @@ pub fn load_granted(
     name: &str,
     path: &str,
     limits: Limits,
-    grants: moat::grants::Grants,
+    grants: moat::sandbox::grants::Grants,
 ) -> Arc<Plugin> {
     let source = PluginSource {
         name: name.into(),

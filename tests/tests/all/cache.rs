@@ -5,8 +5,8 @@ use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 
-use moat::cache::Cache;
-use moat::source::Digest;
+use moat::supply::cache::Cache;
+use moat::supply::source::Digest;
 use moat_tests::{engine, plugins};
 use wasmtime::component::Component;
 

@@ -4,8 +4,9 @@
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-use moat::host::{GuestEvent, Level};
-use moat::plugin::{Limits, Plugin};
+use moat::plugin::Plugin;
+use moat::sandbox::host::{GuestEvent, Level};
+use moat::sandbox::limits::Limits;
 use moat_tests::{call, load, load_with, plugins, structured, try_call};
 use rmcp::model::CallToolResult;
 use serde_json::{Value, json};

@@ -14,7 +14,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use moat::plugin::Plugin;
-use moat::registry::Registry;
+use moat::plugin::registry::Registry;
 use moat_tests::{engine, plugins};
 use serde_json::{Value, json};
 
@@ -52,7 +52,8 @@ impl Fixture {
         let config = format!("[plugins.{plugin}]\npath = {wasm:?}\nfiles = [{files}]\n{extra}\n");
         let path = self.root.join("moat.toml");
         std::fs::write(&path, config).unwrap();
-        let sources = moat::config::read(&path).unwrap_or_else(|e| panic!("moat.toml: {e:#}"));
+        let sources =
+            moat::serve::config::read(&path).unwrap_or_else(|e| panic!("moat.toml: {e:#}"));
         let (registry, errors) = Registry::load(engine(), &sources).expect("a linker");
         if let Some(error) = errors.into_iter().next() {
             panic!("loading {plugin}: {:#}", error.error);

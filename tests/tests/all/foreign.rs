@@ -3,8 +3,9 @@
 
 use std::sync::{Arc, OnceLock};
 
-use moat::docs::PluginDocs;
-use moat::plugin::{Plugin, read_wasm};
+use moat::plugin::Plugin;
+use moat::supply::source::read_wasm;
+use moat::wit::docs::PluginDocs;
 use moat_tests::{load, plugins};
 use serde_json::{Value, json};
 

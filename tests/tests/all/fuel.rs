@@ -5,14 +5,16 @@ use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 
 use moat::plugin::Plugin;
-use moat::registry::Registry;
+use moat::plugin::registry::Registry;
 use moat_tests::{call, engine, plugins, structured, try_call};
 use serde_json::json;
 
 /// An engine with fuel metering, as `moat serve` builds when a plugin has a fuel limit.
 fn metering_engine() -> &'static wasmtime::Engine {
     static ENGINE: OnceLock<wasmtime::Engine> = OnceLock::new();
-    ENGINE.get_or_init(|| moat::engine::new_engine_with_fuel(true).expect("building the engine"))
+    ENGINE.get_or_init(|| {
+        moat::sandbox::engine::new_engine_with_fuel(true).expect("building the engine")
+    })
 }
 
 /// A temp folder holding one `moat.toml`.
@@ -30,7 +32,7 @@ impl Config {
 
     /// Loads the config's plugins on `engine`: the plugins, and the load errors as text.
     fn load(&self, engine: &wasmtime::Engine) -> (Vec<Arc<Plugin>>, Vec<String>) {
-        let sources = moat::config::read(&self.dir.join("moat.toml"))
+        let sources = moat::serve::config::read(&self.dir.join("moat.toml"))
             .unwrap_or_else(|e| panic!("moat.toml: {e:#}"));
         let (registry, errors) = Registry::load(engine, &sources).expect("a linker");
         let errors = errors.iter().map(|e| format!("{:#}", e.error)).collect();
@@ -124,7 +126,7 @@ async fn a_fuel_limit_is_refused_where_it_cannot_hold() {
         "zero",
         &format!("[plugins.chatty]\npath = {:?}\nfuel = 0\n", plugins::CHATTY),
     );
-    let error = moat::config::read(&zero.dir.join("moat.toml")).unwrap_err();
+    let error = moat::serve::config::read(&zero.dir.join("moat.toml")).unwrap_err();
     assert!(
         format!("{error:#}").contains("plugin \"chatty\": fuel must be at least 1"),
         "{error:#}"

@@ -35,9 +35,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use moat::network::Resolver;
 use moat::plugin::Plugin;
-use moat::registry::{PluginSource, Registry};
+use moat::plugin::registry::Registry;
+use moat::sandbox::network::Resolver;
+use moat::supply::PluginSource;
 use moat_tests::{engine, load_granted, plugins, try_call};
 use rmcp::model::CallToolResult;
 use serde::Deserialize;
@@ -60,6 +61,10 @@ struct Case {
     /// The plugin crate that attacks: `hostile` unless the attack is in the component itself.
     #[serde(default = "hostile")]
     plugin: String,
+    /// The plugin's name in `moat.toml` when it is loaded beside the `hostile` plugin (cases that
+    /// expect a load error); `attacker` unless set.
+    #[serde(default = "attacker")]
+    name: String,
     /// The function to call (its MCP name without the `hostile_` prefix).
     #[serde(default)]
     tool: Option<String>,
@@ -101,6 +106,10 @@ struct Case {
 
 fn hostile() -> String {
     "hostile".into()
+}
+
+fn attacker() -> String {
+    "attacker".into()
 }
 
 /// A call made before the attack.
@@ -201,7 +210,7 @@ impl Case {
     /// written into the fixture (so `host` folders resolve against it) and parsed by moat.
     fn source(&self, fixture: &Fixture, ports: Ports) -> PluginSource {
         let path = self.write_config(fixture, ports);
-        let mut sources = moat::config::read(&path)
+        let mut sources = moat::serve::config::read(&path)
             .unwrap_or_else(|e| panic!("the case's grants or limits: {e:#}"));
         let mut source = sources.pop().expect("one plugin");
         if !self.resolve.is_empty() {
@@ -518,12 +527,12 @@ async fn run_case(
         // Loaded beside a well-behaved plugin, which must load and work all the same.
         let sources = [
             PluginSource {
-                name: "attacker".into(),
+                name: case.name.as_str().into(),
                 ..source.clone()
             },
             PluginSource {
                 name: "hostile".into(),
-                source: moat::source::Source::File(plugins::HOSTILE.into()),
+                source: moat::supply::source::Source::File(plugins::HOSTILE.into()),
                 ..source
             },
         ];
@@ -534,7 +543,7 @@ async fn run_case(
             rss_before,
             "the load",
         ));
-        match errors.iter().find(|e| e.plugin == "attacker") {
+        match errors.iter().find(|e| e.plugin == case.name) {
             None => problems.push("expected the load to fail, and it succeeded".into()),
             Some(error) => {
                 let message = format!("{:#}", error.error);

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use axum::body::Body;
 use axum::http::{HeaderMap, Request, Response};
 use moat::plugin::Plugin;
-use moat::registry::PluginSource;
+use moat::supply::PluginSource;
 
 /// A request as the server saw it.
 #[derive(Clone, Debug)]
@@ -123,7 +123,7 @@ impl ConfigDir {
             format!("{top}\n[plugins.{name}]\npath = {wasm:?}\n{entry}\n"),
         )
         .unwrap();
-        let mut sources = moat::config::read(&path).unwrap_or_else(|e| panic!("{e:#}"));
+        let mut sources = moat::serve::config::read(&path).unwrap_or_else(|e| panic!("{e:#}"));
         sources.pop().expect("one plugin")
     }
 }

@@ -11,6 +11,7 @@ mod foreign;
 mod fuel;
 mod hostile;
 mod instances;
+mod layers;
 mod loopback;
 mod memory;
 mod naming;

@@ -5,9 +5,10 @@
 use std::fs;
 use std::path::PathBuf;
 
-use moat::registry::{PluginSource, Registry};
-use moat::reload::{Loader, Served};
-use moat::source::Source;
+use moat::plugin::registry::Registry;
+use moat::serve::reload::{Loader, Served};
+use moat::supply::PluginSource;
+use moat::supply::source::Source;
 use moat_tests::{engine, plugins};
 
 fn source(name: &str, wasm: &str) -> PluginSource {

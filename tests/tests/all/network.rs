@@ -3,8 +3,8 @@
 
 use std::sync::Arc;
 
-use moat::network::Resolver;
 use moat::plugin::Plugin;
+use moat::sandbox::network::Resolver;
 use moat_tests::{plugins, try_call};
 use rmcp::model::CallToolResult;
 use serde_json::json;

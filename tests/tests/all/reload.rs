@@ -8,9 +8,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use moat::catalogue::Catalogue;
-use moat::registry::Registry;
-use moat::reload::{Loader, Outcome, Served};
+use moat::mcp::catalogue::Catalogue;
+use moat::plugin::registry::Registry;
+use moat::serve::reload::{Loader, Outcome, Served};
 use moat_tests::{engine, plugins, structured};
 use serde_json::json;
 
@@ -146,7 +146,7 @@ fn a_changed_or_removed_signature_is_admitted_anew() {
     assert_eq!(echo.admission.publisher.as_deref(), Some("acme"));
 
     // Without its signature it is refused; the version admitted before stays served.
-    fs::remove_file(moat::signing::signature_path(&wasm)).unwrap();
+    fs::remove_file(moat::supply::signing::signature_path(&wasm)).unwrap();
     let unsigned = load(&mut loader, &served);
     assert!(unsigned.unchanged.is_empty() && unsigned.compiled.is_empty());
     let error = format!("{:#}", unsigned.failed[0].error);
@@ -312,7 +312,7 @@ fn thousand_tools(dir: &Path) -> Served {
 fn a_thousand_tools_are_listed_page_by_page_each_exactly_once() {
     let dir = temp_dir("thousand");
     let served = thousand_tools(&dir);
-    let cache = moat::cache::Cache::open(&dir.join("cache")).unwrap();
+    let cache = moat::supply::cache::Cache::open(&dir.join("cache")).unwrap();
     let mut loader = Loader::new(engine().clone(), Some(cache));
     let outcome = load(&mut loader, &served);
     assert!(outcome.failed.is_empty());

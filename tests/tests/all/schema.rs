@@ -5,8 +5,8 @@
 use std::path::{Path, PathBuf};
 use std::sync::LazyLock;
 
-use moat::network::{Injection, NetworkGrant};
-use moat::source::Source;
+use moat::sandbox::network::{Injection, NetworkGrant};
+use moat::supply::source::Source;
 use serde_json::{Value, json};
 
 fn repo_root() -> PathBuf {
@@ -221,7 +221,7 @@ fn mistakes_moat_refuses_do_not_fit() {
 }
 
 /// Reads `text` as moat would, from a `moat.toml` in a fresh temp folder holding a folder `d`.
-fn moat_reads(text: &str) -> anyhow::Result<Vec<moat::registry::PluginSource>> {
+fn moat_reads(text: &str) -> anyhow::Result<Vec<moat::supply::PluginSource>> {
     use std::sync::atomic::{AtomicUsize, Ordering};
     static NEXT: AtomicUsize = AtomicUsize::new(0);
     let dir = std::env::temp_dir().join(format!(
@@ -232,7 +232,7 @@ fn moat_reads(text: &str) -> anyhow::Result<Vec<moat::registry::PluginSource>> {
     std::fs::create_dir_all(dir.join("d")).unwrap();
     let path = dir.join("moat.toml");
     std::fs::write(&path, text).unwrap();
-    let read = moat::config::read(&path);
+    let read = moat::serve::config::read(&path);
     std::fs::remove_dir_all(&dir).unwrap();
     read
 }

@@ -11,10 +11,11 @@ use std::time::{Duration, Instant};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::IntoResponse;
 use base64::Engine as _;
-use moat::lock::Lock;
-use moat::policy::Policy;
-use moat::registry::{PluginSource, Registry};
-use moat::source::{Digest, Fetched, Fetcher, OciSource, Progress, Source, Store};
+use moat::plugin::registry::Registry;
+use moat::supply::PluginSource;
+use moat::supply::lock::Lock;
+use moat::supply::policy::Policy;
+use moat::supply::source::{Digest, Fetched, Fetcher, OciSource, Progress, Source, Store};
 use moat_tests::{call, engine, plugins, structured};
 
 use crate::trust;
@@ -379,7 +380,7 @@ async fn a_moved_tag_is_refused_until_relocked() {
     let (loaded, errors) =
         Registry::load_fetched(engine(), &sources, fetched, None, &Policy::none()).unwrap();
     assert!(errors.is_empty());
-    let lock = Lock::of(&sources, &loaded, &config_dir.0).unwrap();
+    let lock = loaded.lock(&sources, &config_dir.0).unwrap();
     let lock_path = config_dir.0.join("moat.lock");
     lock.write(&lock_path).unwrap();
     let lock = Lock::read(&lock_path).unwrap().unwrap();
@@ -413,7 +414,7 @@ async fn a_moved_tag_is_refused_until_relocked() {
     let fetched = vec![fetcher.fetch(&sources[0].source).await];
     let (loaded, _) =
         Registry::load_fetched(engine(), &sources, fetched, None, &Policy::none()).unwrap();
-    let new = Lock::of(&sources, &loaded, &config_dir.0).unwrap();
+    let new = loaded.lock(&sources, &config_dir.0).unwrap();
     let report = lock.report(&new).join("\n");
     assert!(
         report.starts_with("changed  tool:\n  digest   sha256:"),
@@ -625,7 +626,7 @@ fn a_folder_is_every_component_in_it() {
     std::fs::copy(ECHO, dir.0.join("echo.wasm")).unwrap();
     std::fs::copy(TEXT, dir.0.join("text-tools.wasm")).unwrap();
     std::fs::write(dir.0.join("README.md"), "not a plugin").unwrap();
-    let sources = moat::config::sources_from_args(&[dir.0.display().to_string()]).unwrap();
+    let sources = moat::serve::config::sources_from_args(&[dir.0.display().to_string()]).unwrap();
     let names: Vec<&str> = sources.iter().map(|s| s.name.as_str()).collect();
     assert_eq!(names, ["echo", "text_tools"]);
     let (registry, errors) = Registry::load(engine(), &sources).unwrap();
@@ -684,7 +685,7 @@ fn signature_of(wasm: &Path, secret: &Path) -> String {
         "-m",
         wasm.to_str().unwrap(),
     ]);
-    std::fs::read_to_string(moat::signing::signature_path(wasm)).unwrap()
+    std::fs::read_to_string(moat::supply::signing::signature_path(wasm)).unwrap()
 }
 
 /// In a fresh folder: `echo` signed by "acme", a signature of other bytes by the same key, and

@@ -6,12 +6,13 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use moat::cache::Cache;
-use moat::grants::{FileGrant, Grants};
-use moat::plugin::Limits;
-use moat::policy::Policy;
-use moat::registry::{PluginSource, Registry};
-use moat::source::Source;
+use moat::plugin::registry::Registry;
+use moat::sandbox::grants::{FileGrant, Grants};
+use moat::sandbox::limits::Limits;
+use moat::supply::PluginSource;
+use moat::supply::cache::Cache;
+use moat::supply::policy::Policy;
+use moat::supply::source::Source;
 use moat_tests::{call, engine, plugins, structured, text};
 use serde_json::json;
 
@@ -85,7 +86,7 @@ fn load(
     path: &Path,
     policy: &Policy,
     cache: Option<&Cache>,
-) -> Result<moat::policy::Admitted, String> {
+) -> Result<moat::supply::policy::Admitted, String> {
     let (registry, errors) =
         Registry::load_checked(engine(), &[source(path)], cache, policy).unwrap();
     match errors.into_iter().next() {
@@ -128,12 +129,12 @@ fn a_signature_by_the_minisign_tool_loads_every_time_and_only_while_it_matches()
         );
         assert_eq!(
             admitted.digest,
-            moat::source::Digest::of(&fs::read(&wasm).unwrap()).to_string()
+            moat::supply::source::Digest::of(&fs::read(&wasm).unwrap()).to_string()
         );
     }
 
     // The cache holds the compiled plugin, yet without its signature it no longer loads.
-    let signature = moat::signing::signature_path(&wasm);
+    let signature = moat::supply::signing::signature_path(&wasm);
     let saved = fs::read(&signature).unwrap();
     fs::remove_file(&signature).unwrap();
     let error = load(&wasm, &policy, Some(&cache)).unwrap_err();
@@ -167,7 +168,7 @@ fn moat_sign_makes_signatures_the_minisign_tool_accepts() {
     let dir = temp_dir("moat-signed");
     let (public, secret) = key_pair(&dir, "acme");
     let wasm = notes_copy(&dir);
-    let written = moat::signing::sign_file(&secret, &wasm).unwrap();
+    let written = moat::supply::signing::sign_file(&secret, &wasm).unwrap();
     assert_eq!(written, dir.join("notes.wasm.minisig"));
     let out = minisign(&[
         "-V",
@@ -198,7 +199,7 @@ fn a_signature_by_a_key_the_policy_does_not_name_is_refused() {
         wasm.to_str().unwrap(),
     ]);
     let error = load(&wasm, &signing_policy(&public), None).unwrap_err();
-    let stranger_id = moat::signing::TrustedKey::from_file(&stranger_public)
+    let stranger_id = moat::supply::signing::TrustedKey::from_file(&stranger_public)
         .unwrap()
         .id;
     assert!(
@@ -214,7 +215,7 @@ fn a_signature_by_a_key_the_policy_does_not_name_is_refused() {
 fn allow_rules_admit_by_name_and_digest_and_say_why_not() {
     let dir = temp_dir("rules");
     let wasm = notes_copy(&dir);
-    let digest = moat::source::Digest::of(&fs::read(&wasm).unwrap()).to_string();
+    let digest = moat::supply::source::Digest::of(&fs::read(&wasm).unwrap()).to_string();
 
     let by_digest = Policy::parse(&format!("[[allow]]\nsha256 = \"{digest}\"\n")).unwrap();
     assert!(load(&wasm, &by_digest, None).is_ok());

@@ -1,0 +1,150 @@
+//! `moat inspect` and `moat call`: what a plugin offers, and one call of a tool.
+
+use std::path::Path;
+use std::process::ExitCode;
+
+use anyhow::{Context, Result, bail};
+use serde_json::{Value, json};
+
+use moat::supply::policy::Policy;
+use moat::wit::naming::sanitize;
+
+use super::load::{configured_source, load_one, load_source};
+use super::print_out;
+
+pub async fn inspect(
+    text: &str,
+    config: Option<&Path>,
+    as_json: bool,
+    policy: &Policy,
+) -> Result<ExitCode> {
+    let (plugin, origin) = match config {
+        Some(config) => load_source(configured_source(config, text)?, policy).await?,
+        None => load_one(text, policy).await?,
+    };
+    let tools: Vec<Value> = plugin
+        .tools
+        .iter()
+        .map(|tool| {
+            json!({
+                "name": tool.name,
+                "export": tool.export,
+                "description": tool.description,
+                "inputSchema": *tool.input_schema,
+                "outputSchema": tool.output_schema.as_deref(),
+            })
+        })
+        .collect();
+    let skipped: Vec<Value> = plugin
+        .skipped
+        .iter()
+        .map(|(export, reason)| json!({"export": export, "reason": reason}))
+        .collect();
+    let ungranted = moat::sandbox::grants::ungranted(&plugin.imports, &plugin.grants);
+    if as_json {
+        let report = json!({
+            "plugin": &*plugin.name,
+            "digest": plugin.digest,
+            "origin": origin,
+            "summary": plugin.summary,
+            "imports": plugin.imports,
+            "ungranted": ungranted,
+            "publisher": plugin.admission.publisher,
+            "manifest": plugin.admission.manifest,
+            "grants": plugin.admission.notes,
+            "tools": tools,
+            "skipped": skipped,
+        });
+        print_out(&serde_json::to_string_pretty(&report)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    let mut out = String::new();
+    macro_rules! line {
+        ($($arg:tt)*) => {{
+            out.push_str(&format!($($arg)*));
+            out.push('\n');
+        }};
+    }
+    line!("plugin {}", plugin.name);
+    if let Some(summary) = &plugin.summary {
+        line!("  {}", summary.trim().replace('\n', "\n  "));
+    }
+    line!("\ndigest: {}\nfrom:   {origin}", plugin.digest);
+    line!("\nimports:");
+    if plugin.imports.is_empty() {
+        line!("  (none)");
+    }
+    for import in &plugin.imports {
+        line!("  {import}");
+    }
+    for note in &ungranted {
+        line!("  note: {note}");
+    }
+    let admission = &plugin.admission;
+    if let Some(publisher) = &admission.publisher {
+        line!("signed by: {publisher}");
+    }
+    match &admission.manifest {
+        Some(manifest) => line!(
+            "\nmanifest (what it asks for):\n  {}",
+            serde_json::to_string(manifest)?
+        ),
+        None => line!("\nmanifest: none (the operator's grants apply as written)"),
+    }
+    line!("\ngrants:");
+    for note in &admission.notes {
+        line!("  {note}");
+    }
+    line!("\ntools:");
+    for tool in &plugin.tools {
+        line!("  {}  ({})", tool.name, tool.export);
+        line!("    {}", tool.description.replace('\n', "\n    "));
+        let input = serde_json::to_string_pretty(&*tool.input_schema)?;
+        line!("    input schema: {}", input.replace('\n', "\n    "));
+        if let Some(output) = &tool.output_schema {
+            let output = serde_json::to_string_pretty(&**output)?;
+            line!("    output schema: {}", output.replace('\n', "\n    "));
+        }
+    }
+    for (export, reason) in &plugin.skipped {
+        line!("  (not a tool: {export}: {reason})");
+    }
+    print_out(out.trim_end());
+    Ok(ExitCode::SUCCESS)
+}
+
+pub async fn call(source: &str, tool_name: String, arguments: String) -> Result<ExitCode> {
+    let arguments: Value =
+        serde_json::from_str(&arguments).context("the arguments are not valid JSON")?;
+    let Value::Object(arguments) = arguments else {
+        bail!("the arguments must be a JSON object");
+    };
+    let (plugin, _) = load_one(source, &Policy::resolve(None)?).await?;
+    let tool = plugin
+        .tools
+        .iter()
+        .find(|t| {
+            let function = t.export.rsplit('#').next().unwrap_or_default();
+            t.name == tool_name || function == tool_name || sanitize(function) == tool_name
+        })
+        .with_context(|| {
+            let names: Vec<&str> = plugin.tools.iter().map(|t| t.name.as_str()).collect();
+            format!(
+                "no tool \"{tool_name}\"; the plugin has: {}",
+                names.join(", ")
+            )
+        })?;
+    let result = match plugin.call(tool, Some(&arguments), None).await {
+        Ok(result) => result,
+        Err(error) => {
+            eprintln!("moat: {error}");
+            return Ok(ExitCode::from(1));
+        }
+    };
+    print_out(&serde_json::to_string_pretty(&result)?);
+    Ok(if result.is_error == Some(true) {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}

@@ -1,0 +1,74 @@
+//! Loading one plugin or a config's plugins for the commands that inspect, call or check them.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use anyhow::{Context, Result, bail};
+
+use moat::plugin::Plugin;
+use moat::plugin::registry::{LoadError, Registry};
+use moat::serve::config;
+use moat::supply::PluginSource;
+use moat::supply::policy::Policy;
+use moat::supply::source::{Fetched, Fetcher, Progress, Source};
+
+use super::serve::open_cache;
+
+/// The plugin of `config` named `plugin`, or whose file `plugin` is.
+pub fn configured_source(config: &Path, plugin: &str) -> Result<PluginSource> {
+    let wanted = Path::new(plugin).canonicalize().ok();
+    config::read(config)?
+        .into_iter()
+        .find(|s| {
+            let file = match &s.source {
+                Source::File(path) => path.canonicalize().ok(),
+                _ => None,
+            };
+            plugin == s.name || (wanted.is_some() && file == wanted)
+        })
+        .with_context(|| format!("{} has no plugin {plugin}", config.display()))
+}
+
+/// Compiles the fetched plugins under `policy` (from the compiled-plugin cache when it has
+/// them), with a spinner on a terminal.
+pub fn load(
+    engine: &wasmtime::Engine,
+    sources: &[PluginSource],
+    fetched: Vec<Result<Fetched>>,
+    progress: &Progress,
+    policy: &Policy,
+) -> Result<(Registry, Vec<LoadError>)> {
+    let cache = open_cache();
+    let spinner = progress.spinner(&format!("compiling {} plugins", sources.len()));
+    let loaded = Registry::load_fetched(engine, sources, fetched, cache.as_ref(), policy);
+    spinner.finish_and_clear();
+    loaded
+}
+
+/// Loads the one plugin a source string names, for `inspect` and `call`, with where it came from.
+pub async fn load_one(text: &str, policy: &Policy) -> Result<(Arc<Plugin>, String)> {
+    let mut sources = config::sources_from_args(&[text.to_string()])?;
+    if sources.len() != 1 {
+        bail!("{text} holds {} plugins; name one", sources.len());
+    }
+    load_source(sources.pop().expect("one source"), policy).await
+}
+
+/// Fetches and loads one plugin under `policy`, with the grants of `source`.
+pub async fn load_source(source: PluginSource, policy: &Policy) -> Result<(Arc<Plugin>, String)> {
+    let fetcher = Fetcher::from_env();
+    let fetched = fetcher.fetch(&source.source).await?;
+    let origin = fetched.origin.clone();
+    let engine = moat::sandbox::engine::new_engine_with_fuel(source.limits.fuel.is_some())?;
+    let (registry, mut errors) = load(
+        &engine,
+        &[source],
+        vec![Ok(fetched)],
+        fetcher.progress(),
+        policy,
+    )?;
+    if let Some(error) = errors.pop() {
+        return Err(error.error);
+    }
+    Ok((registry.plugins()[0].clone(), origin))
+}

@@ -1,0 +1,318 @@
+//! The `moat` command line: the arguments, and one module per group of commands.
+
+mod hosts;
+mod inspect;
+mod load;
+mod policy;
+mod serve;
+mod supply;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+use clap::{Parser, Subcommand};
+
+use moat::serve::config;
+use moat::serve::reload::Served;
+use moat::supply::cache::Cache;
+use moat::supply::policy::Policy;
+use moat::supply::signing;
+use moat::supply::source::Store;
+
+use hosts::{Host, Launch, snippet};
+use inspect::{call, inspect};
+use policy::policy_check;
+use serve::serve;
+use supply::{lock, pull, push, verify};
+
+/// Runs untrusted MCP tools as sandboxed WebAssembly components.
+#[derive(Parser)]
+#[command(version, about)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve plugins as MCP tools over stdio, or Streamable HTTP (logs go to stderr).
+    Serve {
+        /// Plugins: files, folders (every `.wasm` file in them), https:// URLs, oci:// references.
+        plugins: Vec<String>,
+        /// A moat.toml naming plugins and their limits.
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// The secrets file for `${secret:NAME}` in moat.toml, instead of the one it names.
+        #[arg(long, requires = "config")]
+        secrets: Option<PathBuf>,
+        /// Serve Streamable HTTP at http://ADDRESS/mcp instead of stdio: HOST:PORT, or a bare
+        /// PORT on 127.0.0.1.
+        #[arg(long, value_name = "ADDRESS", value_parser = moat::mcp::http::parse_listen_address)]
+        http: Option<std::net::SocketAddr>,
+        #[command(flatten)]
+        trust: TrustArgs,
+        /// Append one JSON line per tool call to FILE (overrides `[audit]` in moat.toml).
+        #[arg(long, value_name = "FILE")]
+        audit: Option<PathBuf>,
+        /// Record the arguments of each call in the audit log, not only their digest.
+        #[arg(long, requires = "audit")]
+        audit_arguments: bool,
+        /// Tools per `tools/list` page.
+        #[arg(long, value_name = "N", default_value_t = moat::mcp::catalogue::DEFAULT_PAGE_SIZE)]
+        page_size: std::num::NonZeroUsize,
+    },
+    /// Show a plugin's tools, their schemas and descriptions, what it imports, its permission
+    /// manifest and what became of each grant.
+    Inspect {
+        /// A file, an https:// URL or an oci:// reference; with --config, the plugin's name (or
+        /// file) in that config.
+        plugin: String,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+        /// Inspect the plugin with the grants this moat.toml gives it.
+        #[arg(long)]
+        config: Option<PathBuf>,
+        #[command(flatten)]
+        trust: TrustArgs,
+    },
+    /// Sign a plugin with a minisign secret key, writing FILE.minisig.
+    Sign {
+        /// The minisign secret key (an encrypted key's password: MOAT_SIGN_PASSWORD, else asked).
+        #[arg(long, value_name = "SECRET.key")]
+        key: PathBuf,
+        file: PathBuf,
+    },
+    /// Check a plugin's FILE.minisig against a public key, or against the publishers of a policy.
+    Verify {
+        /// A minisign public key file.
+        #[arg(long, value_name = "PUB", required_unless_present = "policy")]
+        key: Option<PathBuf>,
+        /// A policy whose [publishers] to trust.
+        #[arg(long, value_name = "FILE", conflicts_with = "key")]
+        policy: Option<PathBuf>,
+        file: PathBuf,
+    },
+    /// Check a moat.toml against an enterprise policy without running anything.
+    Policy {
+        #[command(subcommand)]
+        action: PolicyAction,
+    },
+    /// Print what an MCP host needs to start this moat with these arguments, or (`moat config
+    /// schema`) the JSON Schema of moat.toml.
+    #[command(
+        args_conflicts_with_subcommands = true,
+        subcommand_negates_reqs = true,
+        disable_help_subcommand = true
+    )]
+    Config {
+        #[command(subcommand)]
+        action: Option<ConfigAction>,
+        /// The host: claude-desktop, claude-code, cursor or vscode.
+        #[arg(required = true)]
+        host: Option<Host>,
+        /// Plugins: files, folders, https:// URLs, oci:// references.
+        plugins: Vec<PathBuf>,
+        /// A moat.toml naming plugins and their limits.
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// Point the host at a moat serving Streamable HTTP at this address instead.
+        #[arg(long, value_name = "ADDRESS", value_parser = moat::mcp::http::parse_listen_address)]
+        http: Option<std::net::SocketAddr>,
+        /// The server's name in the host's configuration.
+        #[arg(long, default_value = "moat")]
+        name: String,
+    },
+    /// Fetch a plugin into the download cache and print its sha256.
+    Pull {
+        /// A file, a folder, an https:// URL or an oci:// reference.
+        source: String,
+    },
+    /// Publish a component to an OCI registry as a Wasm artifact.
+    Push {
+        /// The component file.
+        file: PathBuf,
+        /// Where to: oci://host[:port]/repository:tag.
+        reference: String,
+    },
+    /// Pin every plugin of a moat.toml to its current sha256 in the lock file beside it, and
+    /// show what changed since the last lock.
+    Lock {
+        /// The moat.toml whose plugins to pin; the lock is the same path with `.lock`.
+        #[arg(long, default_value = "moat.toml")]
+        config: PathBuf,
+    },
+    /// Manage the cache of compiled plugins (`MOAT_CACHE_DIR`, else `~/.cache/moat`).
+    Cache {
+        #[command(subcommand)]
+        action: CacheAction,
+    },
+    /// Call one tool once and print the MCP result as JSON.
+    Call {
+        /// A file, an https:// URL or an oci:// reference.
+        plugin: String,
+        /// The tool's MCP name, or the plain name of the exported function.
+        tool: String,
+        /// The arguments, as a JSON object.
+        #[arg(default_value = "{}")]
+        arguments: String,
+    },
+}
+
+/// The enterprise policy to apply: the system one when it exists, else this one.
+#[derive(clap::Args)]
+struct TrustArgs {
+    /// An administrator's policy file (default: /etc/moat/policy.toml when present).
+    #[arg(long, value_name = "FILE")]
+    policy: Option<PathBuf>,
+}
+
+#[derive(Subcommand)]
+enum PolicyAction {
+    /// Say for each plugin of the config whether the policy lets it load, and what it is granted.
+    Check {
+        #[command(flatten)]
+        trust: TrustArgs,
+        #[arg(long)]
+        config: PathBuf,
+    },
+    /// Say why a plugin of the config may load or not, and why each grant was allowed or cut.
+    Explain {
+        #[command(flatten)]
+        trust: TrustArgs,
+        #[arg(long)]
+        config: PathBuf,
+        /// The plugin's name in the config.
+        plugin: String,
+    },
+}
+
+#[derive(Subcommand)]
+enum ConfigAction {
+    /// Print the JSON Schema of moat.toml, for editors to check the file and explain its keys.
+    Schema,
+}
+
+#[derive(Subcommand)]
+enum CacheAction {
+    /// Delete every compiled plugin in the cache.
+    Clear,
+}
+
+pub async fn run(cli: Cli) -> Result<ExitCode> {
+    match cli.command {
+        Command::Serve {
+            plugins,
+            config,
+            secrets,
+            http,
+            trust,
+            audit,
+            audit_arguments,
+            page_size,
+        } => {
+            let policy = Policy::resolve(trust.policy.as_deref())?;
+            let audit = match (audit, &config) {
+                (Some(path), _) => Some((path, audit_arguments)),
+                (None, Some(config)) => config::read_audit(config)?.map(|a| (a.path, a.arguments)),
+                (None, None) => None,
+            };
+            let served = Served {
+                paths: plugins.iter().map(PathBuf::from).collect(),
+                config,
+                secrets,
+            };
+            serve(served, http, page_size, policy, audit).await
+        }
+        Command::Inspect {
+            plugin,
+            json,
+            config,
+            trust,
+        } => {
+            let policy = Policy::resolve(trust.policy.as_deref())?;
+            inspect(&plugin, config.as_deref(), json, &policy).await
+        }
+        Command::Pull { source } => pull(&source).await,
+        Command::Push { file, reference } => push(&file, &reference).await,
+        Command::Lock { config } => lock(&config).await,
+        Command::Sign { key, file } => {
+            let out = signing::sign_file(&key, &file)?;
+            eprintln!("moat: wrote {}", out.display());
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Verify { key, policy, file } => verify(key, policy, file),
+        Command::Policy { action } => match action {
+            PolicyAction::Check { trust, config } => {
+                policy_check(&Policy::resolve(trust.policy.as_deref())?, &config, None).await
+            }
+            PolicyAction::Explain {
+                trust,
+                config,
+                plugin,
+            } => {
+                policy_check(
+                    &Policy::resolve(trust.policy.as_deref())?,
+                    &config,
+                    Some(&plugin),
+                )
+                .await
+            }
+        },
+        Command::Call {
+            plugin,
+            tool,
+            arguments,
+        } => call(&plugin, tool, arguments).await,
+        Command::Config {
+            action: Some(ConfigAction::Schema),
+            ..
+        } => {
+            print_out(&serde_json::to_string_pretty(&config::json_schema())?);
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Config {
+            action: None,
+            host,
+            plugins,
+            config,
+            http,
+            name,
+        } => {
+            let host = host.context("name the host")?;
+            let launch = match http {
+                Some(addr) => Launch::Http {
+                    url: format!("http://{addr}/mcp"),
+                },
+                None => Launch::stdio(
+                    std::env::current_exe()?,
+                    &plugins,
+                    config.as_deref(),
+                    &std::env::current_dir()?,
+                ),
+            };
+            print_out(&snippet(host, &name, &launch)?);
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Cache {
+            action: CacheAction::Clear,
+        } => {
+            let dir = Cache::default_dir().context("no cache folder: set MOAT_CACHE_DIR")?;
+            let removed = Cache::clear(&dir)?;
+            eprintln!("moat: removed {removed} files from {}", dir.display());
+            if let Some(store) = Store::default_dir().filter(|d| d.exists()) {
+                std::fs::remove_dir_all(&store)
+                    .with_context(|| format!("removing {}", store.display()))?;
+                eprintln!("moat: removed the downloads in {}", store.display());
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+/// Prints a command's output; a reader that went away (`moat inspect … | head`) is not an error.
+pub fn print_out(text: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stdout().lock(), "{text}");
+}

@@ -1,0 +1,97 @@
+//! `moat serve`: loads what is served and serves it over MCP on stdio or HTTP, reloading on change.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use rmcp::ServiceExt;
+
+use moat::mcp::audit::AuditLog;
+use moat::mcp::catalogue::Catalogue;
+use moat::mcp::server::MoatServer;
+use moat::serve::reload::{Loader, Served};
+use moat::supply::cache::Cache;
+use moat::supply::policy::{Policy, Transport};
+
+pub async fn serve(
+    served: Served,
+    http: Option<std::net::SocketAddr>,
+    page_size: std::num::NonZeroUsize,
+    policy: Policy,
+    audit: Option<(PathBuf, bool)>,
+) -> Result<ExitCode> {
+    match http {
+        Some(addr) => policy.check_transport(Transport::Http, Some(addr))?,
+        None => policy.check_transport(Transport::Stdio, None)?,
+    }
+    let (sources, fetched) = served.fetch().await?;
+    // Fuel metering costs every plugin: only when one asks for it.
+    let fuel = sources.iter().any(|s| s.limits.fuel.is_some());
+    let audit_path = audit.as_ref().map(|(path, _)| path.clone());
+    let audit = match audit {
+        Some((path, arguments)) => Some(Arc::new(AuditLog::open(&path, arguments)?)),
+        None => None,
+    };
+    let cache = open_cache();
+    let protected: Vec<PathBuf> = [
+        served.config.clone(),
+        served
+            .config
+            .as_deref()
+            .map(moat::supply::lock::Lock::path_for),
+        served.secrets.clone(),
+        audit_path.clone(),
+        policy.source.clone(),
+        cache.as_ref().map(|c| c.dir().to_path_buf()),
+    ]
+    .into_iter()
+    .flatten()
+    // Plugin files and folders named here: one who may write a folder may add plugins to it.
+    // (URLs and OCI references are not paths; what they fetch lies in the cache.)
+    .chain(served.paths.iter().filter(|p| p.exists()).cloned())
+    .collect();
+    let mut loader = Loader::new(moat::sandbox::engine::new_engine_with_fuel(fuel)?, cache)
+        .with_policy(policy)
+        .with_protected(protected)
+        .with_private(audit_path);
+    let outcome = tokio::task::block_in_place(|| loader.load_fetched(&sources, fetched))?;
+    outcome.log();
+    let registry = Arc::new(outcome.registry);
+    let catalogue = Catalogue::with_audit(registry, page_size, audit);
+    // From now on, a change of what is served (or SIGHUP) reloads it.
+    moat::serve::watch::spawn(served, loader, catalogue.clone(), &sources)?;
+    if let Some(addr) = http {
+        let shutdown = tokio_util::sync::CancellationToken::new();
+        let on_signal = shutdown.clone();
+        tokio::spawn(async move {
+            let _ = tokio::signal::ctrl_c().await;
+            on_signal.cancel();
+        });
+        moat::mcp::http::serve(catalogue, addr, shutdown).await?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    tracing::info!("serving MCP on stdio");
+    let service = match MoatServer::new(catalogue)
+        .serve(rmcp::transport::stdio())
+        .await
+    {
+        Ok(service) => service,
+        // A client that goes away before saying anything is no error of moat's.
+        Err(rmcp::service::ServerInitializeError::ConnectionClosed(_)) => {
+            tracing::info!("stdin closed before the client said anything; stopping");
+            return Ok(ExitCode::SUCCESS);
+        }
+        Err(e) => return Err(e).context("starting the MCP session"),
+    };
+    service.waiting().await?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The compiled-plugin cache, or none (with a warning) when it cannot be used.
+pub fn open_cache() -> Option<Cache> {
+    let dir = Cache::default_dir()?;
+    Cache::open(&dir)
+        .inspect_err(|e| tracing::warn!("compiling without a cache: {e:#}"))
+        .ok()
+}

@@ -1,0 +1,123 @@
+//! Where plugins come from: `moat pull`, `push`, `lock` and `verify`.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{Context, Result, bail};
+
+use moat::serve::config;
+use moat::supply::lock::Lock;
+use moat::supply::policy::Policy;
+use moat::supply::signing;
+use moat::supply::source::read_wasm;
+use moat::supply::source::{Fetcher, Progress, Source, fetch_all};
+
+use super::load::load;
+use super::print_out;
+
+/// `moat pull`: fetches a source (each plugin of a folder) and prints `digest  source` lines.
+pub async fn pull(text: &str) -> Result<ExitCode> {
+    let fetcher = Fetcher::from_env();
+    for (_, source) in Source::parse(text, Path::new(""))?.expand()? {
+        let fetched = fetcher.fetch(&source).await?;
+        let signed = match fetched.signature {
+            Some(_) => ", with a publisher's signature",
+            None => ", unsigned",
+        };
+        tracing::info!(
+            "{source}: {} bytes from {}{signed}",
+            fetched.wasm.len(),
+            fetched.origin
+        );
+        print_out(&format!("{}  {source}", fetched.digest));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `moat push`: publishes a component and prints its digest and the reference that pins it.
+pub async fn push(file: &Path, target: &str) -> Result<ExitCode> {
+    let Source::Oci(oci) = Source::parse(target, Path::new(""))? else {
+        bail!("push publishes to an OCI registry: give an oci://host/repository:tag reference");
+    };
+    let wasm = read_wasm(file)?;
+    moat::supply::source::check_component(&wasm).with_context(|| file.display().to_string())?;
+    let signature = signing::read_detached(file)?;
+    let pushed = Fetcher::new(None, Progress::for_stderr())
+        .push(&oci, &wasm, signature.as_deref())
+        .await?;
+    let pinned = oci.pinned(&pushed.manifest);
+    let signed = match signature {
+        Some(_) => format!(
+            ", with its signature {}",
+            signing::signature_path(file).display()
+        ),
+        None => String::new(),
+    };
+    tracing::info!(
+        "pushed {} to {oci}, manifest {}{signed}",
+        file.display(),
+        pushed.manifest
+    );
+    print_out(&format!("{}  {pinned}", pushed.digest));
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `moat lock`: fetches and loads every plugin of a moat.toml, shows how each differs from the
+/// lock file, and writes the lock file anew. Nothing is written unless every plugin loads.
+pub async fn lock(config_path: &Path) -> Result<ExitCode> {
+    let sources = config::read(config_path)?;
+    let lock_path = Lock::path_for(config_path);
+    let base = config_path.parent().unwrap_or(Path::new(""));
+    let old = Lock::read(&lock_path)?.unwrap_or_default();
+    let fetcher = Fetcher::from_env();
+    let fetched = fetch_all(&fetcher, &sources).await;
+    let engine = moat::sandbox::engine::new_engine()?;
+    let policy = Policy::resolve(None)?;
+    let (registry, errors) = load(&engine, &sources, fetched, fetcher.progress(), &policy)?;
+    if !errors.is_empty() {
+        for error in &errors {
+            eprintln!("moat: plugin \"{}\": {:#}", error.plugin, error.error);
+        }
+        bail!(
+            "{} not written: {} of {} plugins did not load",
+            lock_path.display(),
+            errors.len(),
+            sources.len()
+        );
+    }
+    let new = registry.lock(&sources, base)?;
+    let report = old.report(&new);
+    new.write(&lock_path)?;
+    print_out(&report.join("\n"));
+    tracing::info!("wrote {}", lock_path.display());
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `moat verify`: checks FILE.minisig over FILE's bytes.
+pub fn verify(key: Option<PathBuf>, policy: Option<PathBuf>, file: PathBuf) -> Result<ExitCode> {
+    let keys = match (key, policy) {
+        (Some(key), _) => vec![signing::TrustedKey::from_file(&key)?],
+        (None, Some(policy)) => Policy::read(&policy)?.publishers,
+        (None, None) => bail!("give --key or --policy"),
+    };
+    let wasm = std::fs::read(&file).with_context(|| format!("reading {}", file.display()))?;
+    let signature_path = signing::signature_path(&file);
+    let signature = std::fs::read_to_string(&signature_path)
+        .with_context(|| format!("reading the signature {}", signature_path.display()))?;
+    match signing::verify(&wasm, &signature, &keys) {
+        Ok(key) => {
+            print_out(&format!(
+                "{}: good signature by \"{}\" (key {}), {}",
+                file.display(),
+                key.publisher,
+                key.id,
+                moat::supply::source::Digest::of(&wasm)
+            ));
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(error) => {
+            eprintln!("moat: {}: {error}", file.display());
+            Ok(ExitCode::from(1))
+        }
+    }
+}

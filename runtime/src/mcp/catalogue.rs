@@ -1,0 +1,222 @@
+//! The tools being served right now: a [`Registry`] that a reload swaps whole, listed page by
+//! page, and the clients to tell when it changes.
+//!
+//! A request takes the current registry once and keeps its `Arc` to the end, so a call in flight
+//! finishes on the plugin it started with while new requests already see the new set. Swapping is
+//! one store under a lock held only to replace or clone an `Arc`.
+//!
+//! `notifications/tools/list_changed` reaches a client the way its protocol era allows:
+//! a legacy session (one that sent `initialize`) gets it on its connection; a 2026-07-28 client
+//! only on a `subscriptions/listen` stream that asked for `toolsListChanged`.
+
+use std::num::NonZeroUsize;
+use std::sync::{Arc, Mutex};
+
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use rmcp::ErrorData as McpError;
+use rmcp::RoleServer;
+use rmcp::service::{Peer, SubscriptionContext};
+use tokio::sync::watch;
+
+use crate::mcp::audit::AuditLog;
+use crate::plugin::registry::Registry;
+use crate::plugin::{Plugin, Tool};
+
+/// Tools per `tools/list` page unless configured otherwise.
+pub const DEFAULT_PAGE_SIZE: NonZeroUsize = NonZeroUsize::new(100).unwrap();
+
+/// What a cursor holds before the name it encodes, so a cursor from elsewhere is told apart.
+const CURSOR_PREFIX: &str = "after:";
+
+/// The registry being served, shared by every session; cloning shares it.
+#[derive(Clone)]
+pub struct Catalogue {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    /// The current registry; receivers wake when a swap changed the tool list.
+    current: watch::Sender<Arc<Registry>>,
+    page_size: NonZeroUsize,
+    /// Legacy sessions, each told of a change by a notification on its own connection.
+    sessions: Mutex<Vec<Peer<RoleServer>>>,
+    /// Where every call is recorded, whatever registry served it.
+    audit: Option<Arc<AuditLog>>,
+}
+
+/// One page of `tools/list`.
+pub struct Page<'a> {
+    pub tools: Vec<(&'a Arc<Plugin>, &'a Tool)>,
+    /// Where the next page starts; `None` on the last page.
+    pub next_cursor: Option<String>,
+}
+
+impl Catalogue {
+    /// Serves `registry`, listing `page_size` tools per page.
+    pub fn new(registry: Arc<Registry>, page_size: NonZeroUsize) -> Self {
+        Self::with_audit(registry, page_size, None)
+    }
+
+    /// Serves `registry` as [`Catalogue::new`] does, recording every call in `audit`.
+    pub fn with_audit(
+        registry: Arc<Registry>,
+        page_size: NonZeroUsize,
+        audit: Option<Arc<AuditLog>>,
+    ) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                current: watch::Sender::new(registry),
+                page_size,
+                sessions: Mutex::new(Vec::new()),
+                audit,
+            }),
+        }
+    }
+
+    /// The audit log calls are recorded in, if any.
+    pub fn audit(&self) -> Option<&AuditLog> {
+        self.inner.audit.as_deref()
+    }
+
+    /// The registry as it is now; hold on to it for the whole request.
+    pub fn current(&self) -> Arc<Registry> {
+        self.inner.current.borrow().clone()
+    }
+
+    /// Serves `registry` from now on. When its tool list differs from the one it replaces, every
+    /// client that asked to hear of it is told, and `true` is returned. Needs a Tokio runtime.
+    pub fn replace(&self, registry: Arc<Registry>) -> bool {
+        // Compared, and the old registry freed, outside the lock that requests take.
+        let previous = self.current();
+        let changed = !same_tools(&previous, &registry);
+        self.inner.current.send_if_modified(|current| {
+            *current = registry;
+            changed
+        });
+        drop(previous);
+        if changed {
+            self.notify_sessions();
+        }
+        changed
+    }
+
+    /// The page of tools after `cursor` (from the first tool without one). A cursor names the last
+    /// tool of the page before, so it stays meaningful when the tool set changes between pages.
+    pub fn page<'a>(
+        &self,
+        registry: &'a Registry,
+        cursor: Option<&str>,
+    ) -> Result<Page<'a>, McpError> {
+        let after = cursor.map(decode_cursor).transpose()?;
+        let mut tools = registry.tools_after(after.as_deref());
+        let page: Vec<_> = tools.by_ref().take(self.inner.page_size.get()).collect();
+        let next_cursor = match (tools.next(), page.last()) {
+            (Some(_), Some((_, last))) => Some(encode_cursor(&last.name)),
+            _ => None,
+        };
+        Ok(Page {
+            tools: page,
+            next_cursor,
+        })
+    }
+
+    /// Tells this legacy session of every later change of the tool list.
+    pub fn follow(&self, peer: Peer<RoleServer>) {
+        let mut sessions = self.inner.sessions.lock().expect("sessions lock");
+        sessions.retain(|peer| !peer.is_transport_closed());
+        sessions.push(peer);
+    }
+
+    /// Serves one `subscriptions/listen` stream: a tool-list change notification on each change,
+    /// until the client ends the stream.
+    pub async fn listen(&self, subscription: SubscriptionContext) -> Result<(), McpError> {
+        let mut changes = self.inner.current.subscribe();
+        if subscription.accepted().tools_list_changed != Some(true) {
+            subscription.cancelled().await;
+            return Ok(());
+        }
+        loop {
+            tokio::select! {
+                () = subscription.cancelled() => return Ok(()),
+                changed = changes.changed() => {
+                    if changed.is_err() {
+                        return Ok(()); // the server is shutting down
+                    }
+                    if let Err(error) = subscription.sink().notify_tool_list_changed().await {
+                        tracing::debug!("a tool-list subscription ended: {error}");
+                        return Ok(());
+                    }
+                }
+            }
+        }
+    }
+
+    /// Sends each legacy session its notification; a client slow to read holds up no one else.
+    fn notify_sessions(&self) {
+        let mut sessions = self.inner.sessions.lock().expect("sessions lock");
+        sessions.retain(|peer| !peer.is_transport_closed());
+        for peer in sessions.iter() {
+            let peer = peer.clone();
+            tokio::spawn(async move {
+                if let Err(error) = peer.notify_tool_list_changed().await {
+                    tracing::debug!("a session did not take the tool-list change: {error}");
+                }
+            });
+        }
+    }
+}
+
+impl From<Arc<Registry>> for Catalogue {
+    fn from(registry: Arc<Registry>) -> Self {
+        Self::new(registry, DEFAULT_PAGE_SIZE)
+    }
+}
+
+/// Whether two registries offer the same tools, as a client sees them.
+fn same_tools(old: &Registry, new: &Registry) -> bool {
+    old.tools().count() == new.tools().count()
+        && old.tools().zip(new.tools()).all(|((_, a), (_, b))| {
+            a.name == b.name
+                && a.description == b.description
+                && a.input_schema == b.input_schema
+                && a.output_schema == b.output_schema
+        })
+}
+
+fn encode_cursor(last_name: &str) -> String {
+    URL_SAFE_NO_PAD.encode(format!("{CURSOR_PREFIX}{last_name}"))
+}
+
+fn decode_cursor(cursor: &str) -> Result<String, McpError> {
+    URL_SAFE_NO_PAD
+        .decode(cursor)
+        .ok()
+        .and_then(|bytes| String::from_utf8(bytes).ok())
+        .and_then(|text| text.strip_prefix(CURSOR_PREFIX).map(str::to_string))
+        .ok_or_else(|| {
+            McpError::invalid_params(
+                format!(
+                    "invalid cursor \"{cursor}\": not a cursor this server issued; \
+                     list again without a cursor"
+                ),
+                None,
+            )
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cursor_round_trips_and_a_foreign_one_is_refused() {
+        let cursor = encode_cursor("echo_repeat");
+        assert_eq!(decode_cursor(&cursor).unwrap(), "echo_repeat");
+        for bad in ["", "echo_repeat", "!!", &URL_SAFE_NO_PAD.encode("before:x")] {
+            let error = decode_cursor(bad).unwrap_err();
+            assert_eq!(error.code, rmcp::model::ErrorCode::INVALID_PARAMS);
+            assert!(error.message.contains("not a cursor this server issued"));
+        }
+    }
+}

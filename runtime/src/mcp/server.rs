@@ -1,0 +1,344 @@
+//! The MCP face of moat: an rmcp [`ServerHandler`] whose tools are the registry's.
+//!
+//! The handler knows nothing of transports; stdio (and any other rmcp transport) serves it as is.
+
+// MCP 2026-07-28 deprecates logging (SEP-2577), but the clients of earlier versions still ask for it.
+#![allow(deprecated)]
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+    InitializeRequestParams, InitializeResult, ListToolsResult, LoggingLevel,
+    LoggingMessageNotificationParam, PaginatedRequestParams, ProgressNotificationParam,
+    ServerCapabilities, ServerConfig, SetLevelRequestParams, SubscriptionFilter, Tool,
+};
+use rmcp::service::{NotificationContext, Peer, RequestContext, SubscriptionContext};
+use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
+use serde_json::json;
+use tokio::sync::mpsc;
+
+use crate::mcp::audit::{self, Outcome};
+use crate::mcp::catalogue::Catalogue;
+use crate::sandbox::host::{GuestEvent, Level, MAX_PENDING_EVENTS};
+
+/// Serves the tools of a [`Catalogue`] (or of a fixed [`crate::plugin::registry::Registry`]) over MCP.
+#[derive(Clone)]
+pub struct MoatServer {
+    catalogue: Catalogue,
+    /// The least severe guest log message the client wants to receive.
+    log_level: Arc<Mutex<LoggingLevel>>,
+    /// Whether this handler serves a session that began with `initialize`. Over HTTP rmcp then
+    /// routes a request here only once its `Mcp-Session-Id` names this session, so that id is
+    /// established; a stateless request's `Mcp-Session-Id` is only what the client says.
+    in_session: Arc<AtomicBool>,
+}
+
+impl MoatServer {
+    pub fn new(catalogue: impl Into<Catalogue>) -> Self {
+        Self {
+            catalogue: catalogue.into(),
+            log_level: Arc::new(Mutex::new(LoggingLevel::Debug)),
+            in_session: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
+    fn mcp_tool(&self, tool: &crate::plugin::Tool) -> Tool {
+        let mut mcp = Tool::new(
+            tool.name.clone(),
+            tool.description.clone(),
+            tool.input_schema.clone(),
+        );
+        mcp.output_schema = tool.output_schema.clone();
+        mcp
+    }
+
+    /// Hands the guest's log and progress reports of one call on to the client. The returned
+    /// future ends once the call drops its sender. It runs beside the call in the call's own
+    /// task, not in a task of its own: spawning one per call cost a wake-up of another thread
+    /// on every call, and the reports still go out whenever the guest waits or yields (at
+    /// least every epoch tick).
+    fn forward_events(
+        &self,
+        peer: Peer<RoleServer>,
+        progress_token: Option<rmcp::model::ProgressToken>,
+        log_threshold: Option<LoggingLevel>,
+        plugin: String,
+    ) -> (mpsc::Sender<GuestEvent>, impl Future<Output = ()>) {
+        let (sender, mut receiver) = mpsc::channel(MAX_PENDING_EVENTS);
+        let forwarder = async move {
+            while let Some(event) = receiver.recv().await {
+                let sent = match event {
+                    GuestEvent::Log { level, message } => {
+                        let level = logging_level(level);
+                        if log_threshold.is_none_or(|least| rank(level) < rank(least)) {
+                            continue;
+                        }
+                        let mut param = LoggingMessageNotificationParam::new(level, json!(message));
+                        param.logger = Some(plugin.clone());
+                        peer.notify_logging_message(param).await
+                    }
+                    GuestEvent::Progress {
+                        progress,
+                        total,
+                        message,
+                    } => {
+                        let Some(token) = progress_token.clone() else {
+                            continue;
+                        };
+                        let mut param = ProgressNotificationParam::new(token, progress);
+                        param.total = total;
+                        param.message = message;
+                        peer.notify_progress(param).await
+                    }
+                };
+                if sent.is_err() {
+                    break; // the client is gone
+                }
+            }
+        };
+        (sender, forwarder)
+    }
+
+    /// The least severe guest log level this request wants: 2026-07-28 requests say so in their
+    /// own `_meta` (no level: no log messages); earlier clients set it per connection.
+    fn log_threshold(&self, meta: &rmcp::model::RequestMetaObject) -> Option<LoggingLevel> {
+        match meta.protocol_version() {
+            Some(_) => meta.log_level(),
+            None => Some(*self.log_level.lock().expect("log level lock")),
+        }
+    }
+}
+
+/// How a call ended, for its audit line.
+struct Ended {
+    outcome: Outcome,
+    error: Option<String>,
+    /// The capability uses the sandbox refused during the call.
+    denied: Vec<String>,
+}
+
+impl Ended {
+    fn plain(outcome: Outcome) -> Self {
+        Self {
+            outcome,
+            error: None,
+            denied: Vec::new(),
+        }
+    }
+}
+
+impl MoatServer {
+    /// Writes the call's line in the audit log, when there is one.
+    fn audit(
+        &self,
+        context: &RequestContext<RoleServer>,
+        request: &CallToolRequestParams,
+        plugin: Option<&crate::plugin::Plugin>,
+        started: std::time::Instant,
+        ended: Ended,
+    ) {
+        let Some(log) = self.catalogue.audit() else {
+            return;
+        };
+        // Whatever a request's `_meta` or the session's `initialize` says about the client, it
+        // says itself. (Outside a session rmcp fills in a placeholder, not even a claim.)
+        let in_session = self.in_session.load(Ordering::Relaxed);
+        let client_claimed = context
+            .meta
+            .client_info()
+            .or_else(|| {
+                in_session
+                    .then(|| context.peer.peer_info())
+                    .flatten()
+                    .map(|info| info.client_info.clone())
+            })
+            .map(|info| format!("{} {}", info.name, info.version));
+        let session_header = context
+            .extensions
+            .get::<axum::http::request::Parts>()
+            .and_then(|parts| parts.headers.get("mcp-session-id"))
+            .and_then(|id| id.to_str().ok())
+            .map(str::to_string);
+        let (session, session_claimed) = if in_session {
+            (session_header, None)
+        } else {
+            (None, session_header)
+        };
+        log.record(audit::Call {
+            client_claimed,
+            session,
+            session_claimed,
+            plugin: plugin.map(|p| &*p.name),
+            digest: plugin.map(|p| p.admission.digest.as_str()),
+            tool: &request.name,
+            arguments: request.arguments.as_ref(),
+            duration: started.elapsed(),
+            outcome: ended.outcome,
+            error: ended.error,
+            denied: ended.denied,
+        });
+    }
+}
+
+impl ServerHandler for MoatServer {
+    fn get_info(&self) -> ServerConfig {
+        let mut info = ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_tool_list_changed()
+                .enable_logging()
+                .build(),
+        );
+        info.server_info = Implementation::new("moat", env!("CARGO_PKG_VERSION"));
+        info.instructions = Some(
+            "Tools run as sandboxed WebAssembly components; each one can reach only what its \
+             operator granted."
+                .into(),
+        );
+        info
+    }
+
+    async fn initialize(
+        &self,
+        request: InitializeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<InitializeResult, McpError> {
+        self.in_session.store(true, Ordering::Relaxed);
+        context.peer.set_peer_info(request.clone());
+        self.negotiate_initialize(&request)
+    }
+
+    async fn list_tools(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        let registry = self.catalogue.current();
+        let cursor = request.and_then(|r| r.cursor);
+        let page = self.catalogue.page(&registry, cursor.as_deref())?;
+        let tools = page.tools.iter().map(|(_, tool)| self.mcp_tool(tool));
+        let mut result = ListToolsResult::with_all_items(tools.collect());
+        result.next_cursor = page.next_cursor;
+        Ok(result)
+    }
+
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        self.catalogue
+            .current()
+            .find(name)
+            .map(|(_, tool)| self.mcp_tool(tool))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let started = std::time::Instant::now();
+        // This call keeps the registry, and so its plugin, to the end, even across a reload.
+        let registry = self.catalogue.current();
+        let Some((plugin, tool)) = registry.find(&request.name) else {
+            self.audit(
+                &context,
+                &request,
+                None,
+                started,
+                Ended::plain(Outcome::UnknownTool),
+            );
+            return Err(McpError::invalid_params(
+                format!("unknown tool \"{}\"", request.name),
+                None,
+            ));
+        };
+        let (events, forwarder) = self.forward_events(
+            context.peer.clone(),
+            context.meta.get_progress_token(),
+            self.log_threshold(&context.meta),
+            plugin.name.to_string(),
+        );
+        let call = plugin.call_outcome(tool, request.arguments.as_ref(), Some(events));
+        // The forwarding ends after the call, which drops its sender: every report it made goes
+        // out before the answer.
+        let call = async { tokio::join!(call, forwarder).0 };
+        let crate::plugin::CallOutcome {
+            result: outcome,
+            denials,
+        } = tokio::select! {
+            outcome = call => outcome,
+            () = context.ct.cancelled() => {
+                self.audit(&context, &request, Some(plugin), started, Ended::plain(Outcome::Cancelled));
+                tracing::info!(tool = tool.name, "call cancelled by the client");
+                return Err(McpError::internal_error("the call was cancelled", None));
+            }
+        };
+        let (audited, error) = match &outcome {
+            Ok(result) if result.is_error == Some(true) => (Outcome::ToolError, None),
+            Ok(_) => (Outcome::Ok, None),
+            Err(error) => (audit::outcome_of(error), Some(error.to_string())),
+        };
+        let ended = Ended {
+            outcome: audited,
+            error,
+            denied: denials,
+        };
+        self.audit(&context, &request, Some(plugin), started, ended);
+        Ok(match outcome {
+            Ok(result) => result,
+            Err(error) => {
+                tracing::warn!(tool = tool.name, "call failed: {error}");
+                CallToolResult::error(vec![ContentBlock::text(error.to_string())])
+            }
+        }
+        .into())
+    }
+
+    async fn set_level(
+        &self,
+        request: SetLevelRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        *self.log_level.lock().expect("log level lock") = request.level;
+        Ok(())
+    }
+
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        self.catalogue.follow(context.peer); // a legacy session: told of tool-list changes
+    }
+
+    fn accepted_subscription_filter(
+        &self,
+        _requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        Some(SubscriptionFilter::builder().tools_list_changed().build())
+    }
+
+    async fn listen(&self, subscription: SubscriptionContext) -> Result<(), McpError> {
+        self.catalogue.listen(subscription).await
+    }
+}
+
+fn logging_level(level: Level) -> LoggingLevel {
+    match level {
+        Level::Debug => LoggingLevel::Debug,
+        Level::Info => LoggingLevel::Info,
+        Level::Notice => LoggingLevel::Notice,
+        Level::Warning => LoggingLevel::Warning,
+        Level::Error => LoggingLevel::Error,
+    }
+}
+
+/// Severity order, least severe first.
+fn rank(level: LoggingLevel) -> u8 {
+    match level {
+        LoggingLevel::Debug => 0,
+        LoggingLevel::Info => 1,
+        LoggingLevel::Notice => 2,
+        LoggingLevel::Warning => 3,
+        LoggingLevel::Error => 4,
+        LoggingLevel::Critical => 5,
+        LoggingLevel::Alert => 6,
+        LoggingLevel::Emergency => 7,
+    }
+}

@@ -1,0 +1,187 @@
+//! Finding a component's tools: every exported function, with its schemas and description.
+
+use std::sync::Arc;
+
+use anyhow::{Result, bail};
+use rmcp::model::JsonObject;
+use serde_json::Value;
+use wasmtime::Engine;
+use wasmtime::component::types::{ComponentFunc, ComponentItem};
+use wasmtime::component::{Component, ComponentExportIndex, Type};
+
+use super::{MAX_PLUGIN_SCHEMA_NODES, MAX_TOOL_SCHEMA_NODES, MAX_TOOLS, Tool};
+use crate::wit::docs::{FunctionDocs, PluginDocs};
+use crate::wit::naming::{MAX_TOOL_NAME, ToolRules, tool_name};
+use crate::wit::output::Returns;
+use crate::wit::schema::{Budget, SchemaError, object_schema};
+
+/// The tools found, and the exported functions that are not tools with the reason.
+pub(super) type ToolsAndSkipped = (Vec<Tool>, Vec<(String, String)>);
+
+/// Every exported function, at the top level or in an exported instance, is a tool, unless
+/// `rules` hide it. Too many tools, or schemas too large, refuse the whole plugin.
+pub(super) fn discover_tools(
+    engine: &Engine,
+    component: &Component,
+    plugin: &str,
+    rules: &ToolRules,
+    docs: Option<&PluginDocs>,
+) -> Result<ToolsAndSkipped> {
+    struct Found {
+        interface: Option<String>,
+        function: String,
+        ty: ComponentFunc,
+        index: ComponentExportIndex,
+    }
+    let mut found = Vec::new();
+    for (export, item) in component.component_type().exports(engine) {
+        match item.ty {
+            ComponentItem::ComponentFunc(ty) => {
+                if let Some(index) = component.get_export_index(None, export) {
+                    found.push(Found {
+                        interface: None,
+                        function: export.to_string(),
+                        ty,
+                        index,
+                    });
+                }
+            }
+            ComponentItem::ComponentInstance(instance) => {
+                let Some(instance_index) = component.get_export_index(None, export) else {
+                    continue;
+                };
+                for (function, item) in instance.exports(engine) {
+                    let ComponentItem::ComponentFunc(ty) = item.ty else {
+                        continue;
+                    };
+                    if let Some(index) = component.get_export_index(Some(&instance_index), function)
+                    {
+                        found.push(Found {
+                            interface: Some(export.to_string()),
+                            function: function.to_string(),
+                            ty,
+                            index,
+                        });
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    if found.len() > MAX_TOOLS {
+        bail!(
+            "plugin \"{plugin}\" exports {} functions, more than the {MAX_TOOLS} tools a plugin \
+             may have",
+            found.len()
+        );
+    }
+    let defaults: Vec<String> = found
+        .iter()
+        .map(|f| {
+            let qualify = found
+                .iter()
+                .filter(|other| other.function == f.function)
+                .count()
+                > 1;
+            tool_name(
+                plugin,
+                f.interface.as_deref().filter(|_| qualify),
+                &f.function,
+            )
+        })
+        .collect();
+    let names = crate::wit::naming::apply(plugin, rules, &defaults)?;
+
+    let mut tools = Vec::new();
+    let mut skipped = Vec::new();
+    let mut plugin_nodes_left = MAX_PLUGIN_SCHEMA_NODES;
+    for (f, name) in found.iter().zip(names) {
+        let export = match &f.interface {
+            Some(interface) => format!("{interface}#{}", f.function),
+            None => f.function.clone(),
+        };
+        let Some(name) = name else {
+            skipped.push((export, "moat.toml hides it".to_string()));
+            continue;
+        };
+        if name.len() > MAX_TOOL_NAME {
+            skipped.push((
+                export,
+                format!("its tool name `{name}` is longer than {MAX_TOOL_NAME} characters"),
+            ));
+            continue;
+        }
+        let function_docs = docs.and_then(|d| d.function(f.interface.as_deref(), &f.function));
+        // A tool gets its own allowance, or what the plugin has left if that is less.
+        let per_tool = MAX_TOOL_SCHEMA_NODES <= plugin_nodes_left;
+        let mut budget = Budget::new(MAX_TOOL_SCHEMA_NODES.min(plugin_nodes_left));
+        let described = describe_tool(
+            name.clone(),
+            export.clone(),
+            plugin,
+            &f.ty,
+            f.index,
+            function_docs,
+            &mut budget,
+        );
+        plugin_nodes_left -= MAX_TOOL_SCHEMA_NODES.min(plugin_nodes_left) - budget.left();
+        match described {
+            Ok(tool) => tools.push(tool),
+            Err(SchemaError::Unsupported(unsupported)) => {
+                skipped.push((export, unsupported.to_string()))
+            }
+            Err(SchemaError::TooLarge) if per_tool => bail!(
+                "plugin \"{plugin}\": the JSON Schemas of tool `{name}` ({export}) would have \
+                 more than {MAX_TOOL_SCHEMA_NODES} nodes, the most one tool may have"
+            ),
+            Err(SchemaError::TooLarge) => bail!(
+                "plugin \"{plugin}\": with tool `{name}` ({export}), the JSON Schemas of its \
+                 tools would have more than {MAX_PLUGIN_SCHEMA_NODES} nodes, the most one plugin \
+                 may have"
+            ),
+        }
+    }
+    tools.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok((tools, skipped))
+}
+
+fn describe_tool(
+    name: String,
+    export: String,
+    plugin: &str,
+    ty: &ComponentFunc,
+    index: ComponentExportIndex,
+    docs: Option<FunctionDocs<'_>>,
+    budget: &mut Budget,
+) -> Result<Tool, SchemaError> {
+    let params: Vec<(String, Type)> = ty.params().map(|(n, t)| (n.to_string(), t)).collect();
+    let results: Vec<Type> = ty.results().collect();
+    let returns = Returns::of(results.first().cloned());
+    let input = object_schema(
+        params.iter().map(|(n, t)| (n.as_str(), t.clone())),
+        |param| docs.map_or((None, None), |d| d.param(param)),
+        budget,
+    )?;
+    let output = returns.output_schema(docs.and_then(|d| d.result()), budget)?;
+    let description = docs
+        .and_then(|d| d.description())
+        .unwrap_or_else(|| format!("Calls `{export}` of the plugin \"{plugin}\"."));
+    Ok(Tool {
+        name,
+        export,
+        description,
+        input_schema: Arc::new(into_object(input)),
+        output_schema: output.map(|o| Arc::new(into_object(o))),
+        params,
+        returns,
+        index,
+    })
+}
+
+fn into_object(value: Value) -> JsonObject {
+    match value {
+        Value::Object(object) => object,
+        _ => unreachable!("object schemas are objects"),
+    }
+}

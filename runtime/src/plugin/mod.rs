@@ -1,0 +1,229 @@
+//! A plugin: one compiled component, the tools found in its type, and how to call them.
+//!
+//! Every call gets a fresh instance from a pre-linked [`InstancePre`] and a store of its own, so
+//! no state survives a call and calls never wait on each other.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::AtomicUsize;
+use std::time::Duration;
+
+use tokio::sync::Semaphore;
+
+use anyhow::{Context, Result, bail};
+use rmcp::model::{CallToolResult, JsonObject};
+use wasmtime::Engine;
+use wasmtime::component::{Component, ComponentExportIndex, Linker, Type};
+
+use crate::sandbox::grants::Grants;
+use crate::sandbox::host::HostState;
+use crate::sandbox::instances::Instances;
+use crate::sandbox::limits::Limits;
+use crate::supply::cache::Cache;
+use crate::supply::lock::{self, Entry};
+use crate::supply::source::{Digest, Fetched, Source};
+use crate::wit::docs::PluginDocs;
+use crate::wit::naming::ToolRules;
+use crate::wit::output::Returns;
+use crate::wit::values::ArgError;
+
+mod call;
+mod discover;
+pub mod registry;
+
+use discover::discover_tools;
+
+/// The most schema nodes (see [`Budget`]) one tool's input and output schemas may have together.
+/// The largest bundled tool has a few hundred; this leaves room for big real-world types while
+/// keeping one tool's schemas to a few MiB.
+pub const MAX_TOOL_SCHEMA_NODES: usize = 20_000;
+
+/// The most schema nodes all of a plugin's tools may have together: bounds what a load (and
+/// every reload) allocates for one plugin to some tens of MiB.
+pub const MAX_PLUGIN_SCHEMA_NODES: usize = 100_000;
+
+/// The most tools one plugin may export: far above any real plugin, and small enough that a
+/// tool list stays readable for a model.
+pub const MAX_TOOLS: usize = 1_000;
+
+/// A loaded plugin.
+pub struct Plugin {
+    pub name: Arc<str>,
+    /// What the plugin says of itself (its world's doc comment), if anything.
+    pub summary: Option<String>,
+    pub tools: Vec<Tool>,
+    /// Exported functions that are not tools, with the reason.
+    pub skipped: Vec<(String, String)>,
+    /// The names of the interfaces the component imports.
+    pub imports: Vec<String>,
+    /// The sha256 of the component: what identifies this plugin, whatever its source.
+    pub digest: Digest,
+    pub limits: Limits,
+    pub grants: Grants,
+    /// Its digest, publisher and manifest, and what became of each grant (set by the registry).
+    pub admission: crate::supply::policy::Admitted,
+    /// Where each call's fresh instance comes from.
+    instances: Arc<Instances>,
+    /// One permit per call allowed to run at once.
+    slots: Semaphore,
+    /// Calls waiting for a permit.
+    queued: AtomicUsize,
+}
+
+/// One exported function, as an MCP tool.
+pub struct Tool {
+    /// The tool's MCP name (see [`tool_name`]).
+    pub name: String,
+    /// Where the function is exported: `interface#function` or `function`.
+    pub export: String,
+    pub description: String,
+    pub input_schema: Arc<JsonObject>,
+    pub output_schema: Option<Arc<JsonObject>>,
+    params: Vec<(String, Type)>,
+    returns: Returns,
+    index: ComponentExportIndex,
+}
+
+/// What one call produced, and every access the host denied it while it ran (for an audit log).
+#[derive(Debug)]
+pub struct CallOutcome {
+    pub result: Result<CallToolResult, CallError>,
+    /// Each denial's message, such as `network access to evil.example:443 denied: not granted
+    /// to plugin "fetch"`, in the order they happened.
+    pub denials: Vec<String>,
+}
+
+/// Why a call produced no result.
+#[derive(Debug)]
+pub enum CallError {
+    /// The arguments do not fit the tool's parameters; the guest never ran.
+    InvalidArguments(ArgError),
+    /// The guest ran past its deadline and was stopped.
+    DeadlineExceeded(Duration),
+    /// The guest burnt all the fuel it was given and was stopped.
+    OutOfFuel(u64),
+    /// The guest trapped: a panic, `unreachable`, out of memory, an output flood…
+    Trap { message: String, stderr: String },
+    /// The guest returned something moat cannot hand on.
+    BadResult(String),
+    /// Too many calls of this plugin are running or waiting.
+    Busy { running: usize, queued: usize },
+    /// The host could not set the call up (a granted directory vanished, the pool is full…).
+    Setup(String),
+}
+
+impl std::fmt::Display for CallError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CallError::InvalidArguments(e) => write!(f, "invalid arguments: {e}"),
+            CallError::DeadlineExceeded(d) => {
+                write!(
+                    f,
+                    "the tool ran longer than its {d:?} deadline and was stopped"
+                )
+            }
+            CallError::OutOfFuel(units) => {
+                write!(
+                    f,
+                    "the tool ran out of fuel ({units} units) and was stopped"
+                )
+            }
+            CallError::Trap { message, stderr } if stderr.is_empty() => {
+                write!(f, "the tool crashed: {message}")
+            }
+            CallError::Trap { message, stderr } => {
+                write!(f, "the tool crashed: {message}\nits last output:\n{stderr}")
+            }
+            CallError::BadResult(e) => write!(f, "the tool returned an unusable result: {e}"),
+            CallError::Busy { running, queued } => write!(
+                f,
+                "the plugin is busy ({running} calls running, {queued} waiting); try again later"
+            ),
+            CallError::Setup(e) => write!(f, "the call could not start: {e}"),
+        }
+    }
+}
+
+impl Plugin {
+    /// Compiles `wasm` and finds its tools, named as `rules` say. A plugin with no usable tool
+    /// still loads (and says so).
+    #[allow(clippy::too_many_arguments)]
+    pub fn load(
+        engine: &Engine,
+        linker: &Linker<HostState>,
+        name: &str,
+        fetched: &Fetched,
+        limits: Limits,
+        grants: Grants,
+        rules: &ToolRules,
+        cache: Option<&Cache>,
+    ) -> Result<Self> {
+        let wasm = &fetched.wasm[..];
+        let component = match cache {
+            Some(cache) => cache.component(engine, wasm, &fetched.digest),
+            None => Component::new(engine, wasm).map_err(anyhow::Error::from),
+        }
+        .with_context(|| format!("plugin \"{name}\" is not a valid WebAssembly component"))?;
+        if limits.fuel.is_some() && !engine.get_consume_fuel() {
+            bail!("plugin \"{name}\" has a fuel limit, but the engine meters no fuel");
+        }
+        let docs = PluginDocs::from_component(wasm).unwrap_or_else(|e| {
+            tracing::warn!(plugin = name, "ignoring unreadable doc comments: {e:#}");
+            None
+        });
+        let imports: Vec<String> = component
+            .component_type()
+            .imports(engine)
+            .map(|(name, _)| name.to_string())
+            .collect();
+        let pre = linker
+            .instantiate_pre(&component)
+            .map_err(anyhow::Error::from)
+            .with_context(|| {
+                format!("plugin \"{name}\" needs an import that moat does not offer")
+            })?;
+        for note in crate::sandbox::grants::ungranted(&imports, &grants) {
+            tracing::info!(plugin = name, "{note}");
+        }
+        let (tools, skipped) = discover_tools(engine, &component, name, rules, docs.as_ref())?;
+        for (export, reason) in &skipped {
+            tracing::warn!(
+                plugin = name,
+                "`{export}` is not offered as a tool: {reason}"
+            );
+        }
+        let instances = Instances::new(name.into(), pre, grants.clone(), limits.clone());
+        Ok(Self {
+            name: name.into(),
+            summary: docs.as_ref().and_then(|d| d.summary()).map(str::to_string),
+            tools,
+            skipped,
+            imports,
+            digest: fetched.digest,
+            slots: Semaphore::new(limits.max_concurrent_calls),
+            queued: AtomicUsize::new(0),
+            limits,
+            grants,
+            admission: Default::default(),
+            instances: Arc::new(instances),
+        })
+    }
+
+    /// What the lock records of this plugin loaded from `source`: its source, digest, imports,
+    /// tools and manifest requests. The one place that decides what is recorded, compared in
+    /// [`lock::changes`].
+    pub fn lock_entry(&self, source: &Source, base: &Path) -> Entry {
+        Entry {
+            source: lock::source_text(source, base),
+            digest: self.digest,
+            imports: self.imports.clone(),
+            tools: self.tools.iter().map(|t| t.name.clone()).collect(),
+            requests: self
+                .admission
+                .manifest
+                .as_ref()
+                .map(|m| m.requests())
+                .unwrap_or_default(),
+        }
+    }
+}

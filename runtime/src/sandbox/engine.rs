@@ -1,0 +1,99 @@
+//! The one wasmtime [`Engine`] moat runs every plugin on, tuned for a fresh instance per call.
+//!
+//! * The pooling allocator with copy-on-write memory images makes instantiation a matter of
+//!   microseconds, so no instance, and no state, ever outlives the call it serves.
+//! * Epoch interruption lets a call be stopped at its deadline and lets a long call yield to the
+//!   async runtime every tick, so one busy guest never holds a server thread for long.
+
+use std::thread;
+use std::time::Duration;
+
+use anyhow::Result;
+use wasmtime::{Config, Engine, EngineWeak, InstanceAllocationStrategy, PoolingAllocationConfig};
+
+/// How often the engine's epoch advances: the granularity of deadlines and of guest yields.
+pub const EPOCH_TICK: Duration = Duration::from_millis(10);
+
+/// Most instances of all plugins that may be alive at once; further calls wait for a slot.
+pub const MAX_LIVE_INSTANCES: u32 = 256;
+
+/// The largest linear memory any plugin may have; a plugin's own limit may be lower.
+pub const MAX_MEMORY_BYTES: usize = 1 << 30;
+
+/// Bytes at the bottom of each linear memory that are reset by writing them back (memset, or a
+/// copy of the initial image) and stay resident, instead of being handed back with `madvise`.
+/// Rust guests put their 1 MiB stack first, then their data and the start of their heap, so
+/// nearly every page a small call writes lies below this. Handing them back made each call
+/// fault them in again, and each fault and each `madvise` interrupted the other CPUs with a TLB
+/// shootdown: ~35% of an `echo` round trip (harness P1). The cost is this much resident memory
+/// per pooled memory in use, and a memset per call done off the call's path (see `instances`).
+pub const KEEP_RESIDENT: usize = 1280 << 10;
+
+/// The same for tables, which are small.
+pub const TABLE_KEEP_RESIDENT: usize = 64 << 10;
+
+/// Builds the engine and starts the thread that advances its epoch.
+pub fn new_engine() -> Result<Engine> {
+    new_engine_with_fuel(false)
+}
+
+/// [`new_engine`], with fuel metering when `fuel` is true. Metering slows every guest on the
+/// engine, not only those with a fuel limit (README, Limits, has the measured cost), so moat
+/// turns it on only when some plugin asks for fuel; the others then get unlimited fuel.
+pub fn new_engine_with_fuel(fuel: bool) -> Result<Engine> {
+    let mut config = config();
+    config.consume_fuel(fuel);
+    let engine = Engine::new(&config)?;
+    // Raise the descriptor limit and fix each instance's share of it before any call runs.
+    crate::sandbox::descriptors::handles_per_call();
+    start_epoch_ticker(engine.weak());
+    Ok(engine)
+}
+
+/// The engine configuration moat runs plugins with (benchmarks start from it too).
+pub fn config() -> Config {
+    let mut pool = PoolingAllocationConfig::new();
+    pool.total_component_instances(MAX_LIVE_INSTANCES)
+        .total_core_instances(MAX_LIVE_INSTANCES * 4)
+        .total_memories(MAX_LIVE_INSTANCES * 2)
+        .total_tables(MAX_LIVE_INSTANCES * 4)
+        .total_stacks(MAX_LIVE_INSTANCES)
+        .max_memory_size(MAX_MEMORY_BYTES)
+        // Rust guests with the WASI adapter linked in run up to a few core instances each.
+        .max_core_instances_per_component(16)
+        .max_memories_per_component(4)
+        .max_tables_per_component(8)
+        // Reset the low memory a call dirties with memset instead of madvise: see KEEP_RESIDENT.
+        .linear_memory_keep_resident(KEEP_RESIDENT)
+        .table_keep_resident(TABLE_KEEP_RESIDENT)
+        // Reuse a slot some other plugin warmed before touching a cold one: with memory kept
+        // resident, every slot ever used keeps KEEP_RESIDENT bytes, so the slots in use must
+        // stay as few as the instances alive at once (harness P4: +69 MiB under load with
+        // wasmtime's default of 100 unused warm slots, +41 MiB with none).
+        .max_unused_warm_slots(0);
+
+    let mut config = Config::new();
+    config
+        .allocation_strategy(InstanceAllocationStrategy::Pooling(pool))
+        .memory_init_cow(true)
+        .epoch_interruption(true)
+        .wasm_component_model_map(true)
+        // Plugins are WASI 0.2 components: no component-model async, which keeps calls cheaper.
+        .concurrency_support(false)
+        .parallel_compilation(true);
+    config
+}
+
+/// Advances the epoch every [`EPOCH_TICK`] until the engine is dropped.
+fn start_epoch_ticker(engine: EngineWeak) {
+    thread::Builder::new()
+        .name("moat-epoch".into())
+        .spawn(move || {
+            while let Some(engine) = engine.upgrade() {
+                engine.increment_epoch();
+                drop(engine);
+                thread::sleep(EPOCH_TICK);
+            }
+        })
+        .expect("spawning the epoch thread");
+}

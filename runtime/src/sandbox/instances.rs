@@ -1,0 +1,513 @@
+//! Fresh instances of one plugin, each serving exactly one call, made ahead of the call.
+//!
+//! Making an instance (the store, the WASI context, instantiation) and throwing one away (the
+//! pooling allocator resets its memory) take tens of microseconds, as long as the tool call of
+//! a small plugin itself. Both happen off the call's path: after a call, a thread of its own
+//! drops the used store and makes the instance the next call will take. That thread runs at
+//! idle priority, so it fills moments when no call (and no client on the machine) wants a CPU
+//! instead of delaying them (harness P1: 1.36x -> 1.30x native). No instance ever
+//! serves two calls, so nothing a call leaves in guest memory reaches another; a plugin that is
+//! never called holds no instance, and one that is holds one at most, [`MAX_READY`] in all so
+//! that waiting instances never take the pool's room from calls. When that thread falls
+//! behind, calls do the work themselves, so used instances never pile up in the pool either;
+//! and a plugin whose start is slow (or fails) holds it up for [`AHEAD_BUDGET`] once, after
+//! which its calls make their own instances until one is quick again.
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::mpsc::{self, Sender};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use tokio::runtime::Handle;
+
+use wasmtime::component::{Instance, InstancePre};
+use wasmtime::{Store, UpdateDeadline};
+
+use crate::sandbox::grants::Grants;
+use crate::sandbox::guest_log::GuestLog;
+use crate::sandbox::host::{CapturedOutput, HostState};
+use crate::sandbox::limits::{DeadlineExceeded, Limits};
+
+/// Host bytes a call may receive from its guest per byte of `max_result_bytes`: room for the
+/// host's own representation of lists (a `Val` per element) while keeping the bound tight.
+const HOSTCALL_FUEL_PER_RESULT_BYTE: usize = 8;
+
+/// Instances waiting for a call, across all plugins: a quarter of the pool at most.
+pub const MAX_READY: usize = crate::sandbox::engine::MAX_LIVE_INSTANCES as usize / 4;
+
+/// Instances waiting now, across all plugins.
+static READY: AtomicUsize = AtomicUsize::new(0);
+
+/// The longest the instance thread spends making one instance ahead of a call. A plugin whose
+/// start takes longer, or fails, has its instances made on the call's path until one is made
+/// within this again: no plugin's start holds up the thread that serves every plugin.
+pub const AHEAD_BUDGET: Duration = Duration::from_millis(250);
+
+/// An instance not yet used, its store and the pipes its stdout and stderr go to.
+pub struct Fresh {
+    pub store: Store<HostState>,
+    pub instance: Instance,
+    pub output: CapturedOutput,
+}
+
+/// Makes a plugin's instances and keeps one ready for the next call.
+pub struct Instances {
+    plugin: Arc<str>,
+    pre: InstancePre<HostState>,
+    grants: Grants,
+    limits: Limits,
+    /// The plugin's log budget, shared by all its instances.
+    log: Arc<GuestLog>,
+    ready: Mutex<Option<Fresh>>,
+    /// Whether the instance thread makes this plugin's instances ([`AHEAD_BUDGET`]).
+    ahead: AtomicBool,
+}
+
+/// How making an instance failed: in its set-up, or in instantiation (a trap, the deadline),
+/// with what the guest wrote to stderr meanwhile.
+pub enum MakeError {
+    Setup(String),
+    Instantiate {
+        error: wasmtime::Error,
+        stderr: String,
+    },
+}
+
+impl Instances {
+    pub fn new(
+        plugin: Arc<str>,
+        pre: InstancePre<HostState>,
+        grants: Grants,
+        limits: Limits,
+    ) -> Self {
+        Self {
+            log: Arc::new(GuestLog::new(plugin.clone())),
+            plugin,
+            pre,
+            grants,
+            limits,
+            ready: Mutex::new(None),
+            ahead: AtomicBool::new(true),
+        }
+    }
+
+    /// The plugin's log budget.
+    pub fn log(&self) -> &GuestLog {
+        &self.log
+    }
+
+    /// An instance for a call that must end by `deadline`: the one made ahead if there is one,
+    /// else one made now.
+    pub async fn take(&self, deadline: Instant) -> Result<Fresh, MakeError> {
+        let ready = self.ready.lock().expect("instance lock").take();
+        if ready.is_some() {
+            READY.fetch_sub(1, Ordering::AcqRel);
+        }
+        let mut fresh = match ready {
+            Some(fresh) => fresh,
+            None => {
+                let started = Instant::now();
+                let fresh = self.make(deadline).await?;
+                if started.elapsed() < AHEAD_BUDGET {
+                    self.ahead.store(true, Ordering::Relaxed);
+                }
+                fresh
+            }
+        };
+        self.arm(&mut fresh.store, deadline)
+            .map_err(|e| MakeError::Setup(format!("{e:#}")))?;
+        Ok(fresh)
+    }
+
+    /// After a call: drops its store and makes the next call's instance, on the instance
+    /// thread; when that thread is behind, only drops the store, here.
+    pub fn replace(self: &Arc<Self>, used: Store<HostState>) {
+        let job = Replacement {
+            instances: self.clone(),
+            used,
+            runtime: Handle::current(),
+        };
+        if let Err(job) = background(job) {
+            drop(job.used);
+        }
+    }
+
+    /// Makes the next call's instance unless one is waiting already, or [`MAX_READY`] are, or
+    /// the plugin's instances take too long to make.
+    fn replenish(&self, runtime: &Handle) {
+        if !self.ahead.load(Ordering::Relaxed)
+            || self.ready.lock().expect("instance lock").is_some()
+            || READY.load(Ordering::Acquire) >= MAX_READY
+        {
+            return;
+        }
+        let deadline = Instant::now() + self.limits.deadline.min(AHEAD_BUDGET);
+        match runtime.block_on(self.make(deadline)) {
+            Ok(fresh) => {
+                let mut ready = self.ready.lock().expect("instance lock");
+                if ready.is_none() {
+                    *ready = Some(fresh);
+                    READY.fetch_add(1, Ordering::AcqRel);
+                }
+            }
+            // The next call makes its own instance and reports what goes wrong.
+            Err(_) => {
+                self.ahead.store(false, Ordering::Relaxed);
+                tracing::debug!(
+                    plugin = &*self.plugin,
+                    "no instance made within {AHEAD_BUDGET:?}: the next calls make their own"
+                );
+            }
+        }
+    }
+
+    /// A new instance, instantiated by `deadline`.
+    async fn make(&self, deadline: Instant) -> Result<Fresh, MakeError> {
+        let (state, output) = HostState::new(
+            self.plugin.clone(),
+            &self.grants,
+            &self.limits,
+            self.log.clone(),
+        )
+        .map_err(|e| MakeError::Setup(format!("{e:#}")))?;
+        let mut store = Store::new(self.pre.engine(), state);
+        store.limiter(|state| state.limits());
+        // Every open file is a host file descriptor: cap the handles one call may hold at its
+        // share of the process's descriptors, so guests cannot exhaust them for everyone else.
+        store.set_max_component_handles(crate::sandbox::descriptors::handles_per_call());
+        self.arm(&mut store, deadline)
+            .map_err(|e| MakeError::Setup(format!("{e:#}")))?;
+        // The epoch stops a start function that computes; this timer one blocked in the host.
+        let instance =
+            tokio::time::timeout_at(deadline.into(), self.pre.instantiate_async(&mut store))
+                .await
+                .unwrap_or_else(|_| Err(DeadlineExceeded.into()))
+                .map_err(|error| MakeError::Instantiate {
+                    error,
+                    stderr: String::from_utf8_lossy(&output.stderr.contents()).into_owned(),
+                })?;
+        Ok(Fresh {
+            store,
+            instance,
+            output,
+        })
+    }
+
+    /// Sets the call's deadline and fuel on `store`.
+    fn arm(&self, store: &mut Store<HostState>, deadline: Instant) -> wasmtime::Result<()> {
+        // What the guest hands the host in one go (its result included) grows host memory, at
+        // tens of bytes per list element: bound it near the result limit, not wasmtime's 128 MiB.
+        store.set_hostcall_fuel(
+            self.limits
+                .max_result_bytes
+                .saturating_mul(HOSTCALL_FUEL_PER_RESULT_BYTE),
+        );
+        if self.pre.engine().get_consume_fuel() {
+            // On a metering engine a store starts empty: plugins without a limit get all there is.
+            store.set_fuel(self.limits.fuel.unwrap_or(u64::MAX))?;
+        }
+        store.set_epoch_deadline(1);
+        store.epoch_deadline_callback(move |_| {
+            if Instant::now() >= deadline {
+                Err(DeadlineExceeded.into())
+            } else {
+                // Give the thread back to the runtime every tick: a busy guest never hogs it.
+                Ok(UpdateDeadline::Yield(1))
+            }
+        });
+        Ok(())
+    }
+}
+
+impl Drop for Instances {
+    fn drop(&mut self) {
+        if self.ready.get_mut().is_ok_and(|ready| ready.is_some()) {
+            READY.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+}
+
+/// The work after a call: drop its store, make the next one.
+struct Replacement {
+    instances: Arc<Instances>,
+    used: Store<HostState>,
+    runtime: Handle,
+}
+
+/// Replacements handed to the instance thread and not yet done, past which calls drop their
+/// own stores.
+const MAX_BACKLOG: usize = 8;
+
+/// Replacements handed to the instance thread and not yet done.
+static BACKLOG: AtomicUsize = AtomicUsize::new(0);
+
+/// Hands `job` to the instance thread (started on first use); gives it back when that thread
+/// is [`MAX_BACKLOG`] jobs behind or could not start.
+fn background(job: Replacement) -> Result<(), Replacement> {
+    static JOBS: OnceLock<Option<Sender<Replacement>>> = OnceLock::new();
+    let jobs = JOBS.get_or_init(|| {
+        let (jobs, queue) = mpsc::channel::<Replacement>();
+        let started = std::thread::Builder::new()
+            .name("moat-instances".into())
+            .spawn(move || {
+                lower_priority();
+                for job in queue {
+                    drop(job.used);
+                    job.instances.replenish(&job.runtime);
+                    BACKLOG.fetch_sub(1, Ordering::AcqRel);
+                }
+            });
+        match started {
+            Ok(_) => Some(jobs),
+            Err(e) => {
+                tracing::warn!("instances are made on the call's path: {e}");
+                None
+            }
+        }
+    });
+    let Some(jobs) = jobs else {
+        return Err(job);
+    };
+    if BACKLOG.fetch_add(1, Ordering::AcqRel) >= MAX_BACKLOG {
+        BACKLOG.fetch_sub(1, Ordering::AcqRel);
+        return Err(job);
+    }
+    jobs.send(job).map_err(|mpsc::SendError(job)| {
+        BACKLOG.fetch_sub(1, Ordering::AcqRel);
+        job
+    })
+}
+
+/// Puts the calling thread in the `SCHED_IDLE` class: it runs only on a CPU nothing else wants.
+fn lower_priority() {
+    let param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: a plain system call on the calling thread (pid 0) with a valid parameter.
+    if unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) } != 0 {
+        tracing::debug!(
+            "the instance thread keeps its priority: {}",
+            std::io::Error::last_os_error()
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use wasmtime::Engine;
+    use wasmtime::component::{Component, Linker};
+
+    use super::*;
+
+    /// The instance thread and the counts are the process's: one test at a time uses them.
+    static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+    /// Instances of an empty component (the 8-byte preamble of a component binary), so that
+    /// only moat's bookkeeping is at work.
+    fn empty_plugin(engine: &Engine, name: &str) -> Arc<Instances> {
+        let component = Component::new(engine, b"\0asm\x0d\0\x01\0").expect("empty component");
+        let pre = Linker::new(engine)
+            .instantiate_pre(&component)
+            .expect("nothing to link");
+        let limits = Limits::default();
+        Arc::new(Instances::new(name.into(), pre, Grants::default(), limits))
+    }
+
+    /// Instances of a component whose start function never returns.
+    fn endless_start(engine: &Engine) -> Arc<Instances> {
+        use wasm_encoder::{
+            BlockType, CodeSection, Function, FunctionSection, InstanceSection, Module,
+            ModuleSection, StartSection, TypeSection,
+        };
+        let mut types = TypeSection::new();
+        types.ty().function([], []);
+        let mut functions = FunctionSection::new();
+        functions.function(0);
+        let mut body = Function::new([]);
+        body.instructions()
+            .loop_(BlockType::Empty)
+            .br(0)
+            .end()
+            .end();
+        let mut code = CodeSection::new();
+        code.function(&body);
+        let mut module = Module::new();
+        module
+            .section(&types)
+            .section(&functions)
+            .section(&StartSection { function_index: 0 })
+            .section(&code);
+        let mut instances = InstanceSection::new();
+        instances.instantiate(0, Vec::<(&str, wasm_encoder::ModuleArg)>::new());
+        let mut component = wasm_encoder::Component::new();
+        component
+            .section(&ModuleSection(&module))
+            .section(&instances);
+        let component = Component::new(engine, component.finish()).expect("a valid component");
+        let pre = Linker::new(engine).instantiate_pre(&component).unwrap();
+        let limits = Limits::default();
+        Arc::new(Instances::new(
+            "endless".into(),
+            pre,
+            Grants::default(),
+            limits,
+        ))
+    }
+
+    fn deadline() -> Instant {
+        Instant::now() + Duration::from_secs(10)
+    }
+
+    async fn fresh(instances: &Instances) -> Fresh {
+        match instances.take(deadline()).await {
+            Ok(fresh) => fresh,
+            Err(_) => panic!("the empty component did not instantiate"),
+        }
+    }
+
+    async fn until(what: &str, done: impl Fn() -> bool) {
+        let give_up = Instant::now() + Duration::from_secs(30);
+        while !done() {
+            assert!(Instant::now() < give_up, "gave up waiting for {what}");
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+    }
+
+    fn backlog_done() -> bool {
+        BACKLOG.load(Ordering::Acquire) == 0
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_stalled_instance_thread_is_handed_no_more_than_max_backlog_stores() {
+        let _serial = SERIAL.lock().await;
+        let engine = crate::sandbox::engine::new_engine().unwrap();
+        let plugin = empty_plugin(&engine, "stalled");
+        let mut used = Vec::new();
+        for _ in 0..MAX_BACKLOG + 3 {
+            used.push(fresh(&plugin).await.store);
+        }
+
+        // The thread looks at the plugin's waiting slot before it makes an instance: holding
+        // that lock stalls it on its first job.
+        let slot = plugin.ready.lock().unwrap();
+        let mut handed = 0;
+        for store in used {
+            let job = Replacement {
+                instances: plugin.clone(),
+                used: store,
+                runtime: Handle::current(),
+            };
+            match background(job) {
+                Ok(()) => handed += 1,
+                Err(job) => drop(job.used),
+            }
+        }
+        assert_eq!(handed, MAX_BACKLOG);
+        assert_eq!(BACKLOG.load(Ordering::Acquire), MAX_BACKLOG);
+        drop(slot);
+
+        until("the instance thread to catch up", backlog_done).await;
+        assert!(
+            plugin.ready.lock().unwrap().is_some(),
+            "no instance was made ahead"
+        );
+        assert_eq!(READY.load(Ordering::Acquire), 1);
+        // Caught up, it takes work again.
+        let used = fresh(&plugin).await.store;
+        assert_eq!(READY.load(Ordering::Acquire), 0);
+        plugin.replace(used);
+        until("the instance thread", backlog_done).await;
+        assert_eq!(READY.load(Ordering::Acquire), 1);
+        drop(plugin);
+        // The instance thread may still hold the plugin a moment after its last job.
+        until("the waiting instances to go", || {
+            READY.load(Ordering::Acquire) == 0
+        })
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn no_more_than_max_ready_instances_wait_for_calls() {
+        let _serial = SERIAL.lock().await;
+        let engine = crate::sandbox::engine::new_engine().unwrap();
+        let plugins: Vec<_> = (0..MAX_READY + 6)
+            .map(|n| empty_plugin(&engine, &format!("p{n}")))
+            .collect();
+        let waiting = || {
+            plugins
+                .iter()
+                .filter(|p| p.ready.lock().unwrap().is_some())
+                .count()
+        };
+        assert_eq!(waiting(), 0, "a plugin never called holds no instance");
+
+        // One call of each plugin, one at a time, so that the thread is never behind.
+        for plugin in &plugins {
+            let used = fresh(plugin).await.store;
+            plugin.replace(used);
+            until("the instance thread", backlog_done).await;
+        }
+        assert_eq!(waiting(), MAX_READY);
+        assert_eq!(READY.load(Ordering::Acquire), MAX_READY);
+
+        // A call takes a waiting instance, and its replacement takes the room it left.
+        let called = plugins
+            .iter()
+            .find(|p| p.ready.lock().unwrap().is_some())
+            .unwrap();
+        let used = fresh(called).await.store;
+        assert_eq!(READY.load(Ordering::Acquire), MAX_READY - 1);
+        called.replace(used);
+        until("the instance thread", backlog_done).await;
+        assert_eq!(waiting(), MAX_READY);
+
+        drop(plugins);
+        // The instance thread may still hold the plugin a moment after its last job.
+        until("the waiting instances to go", || {
+            READY.load(Ordering::Acquire) == 0
+        })
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_slow_start_holds_up_the_instance_thread_once_not_per_call() {
+        let _serial = SERIAL.lock().await;
+        let engine = crate::sandbox::engine::new_engine().unwrap();
+        let replenish = |plugin: &Arc<Instances>| {
+            let (plugin, runtime) = (plugin.clone(), Handle::current());
+            tokio::task::spawn_blocking(move || {
+                let started = Instant::now();
+                plugin.replenish(&runtime);
+                started.elapsed()
+            })
+        };
+
+        let endless = endless_start(&engine);
+        let first = replenish(&endless).await.unwrap();
+        assert!(
+            first >= AHEAD_BUDGET && first < Limits::default().deadline,
+            "made for {first:?}, not for the budget of {AHEAD_BUDGET:?}"
+        );
+        assert!(!endless.ahead.load(Ordering::Relaxed));
+        assert!(endless.ready.lock().unwrap().is_none());
+        // From then on the thread leaves it alone: its calls make their own instances.
+        let second = replenish(&endless).await.unwrap();
+        assert!(second < AHEAD_BUDGET, "tried again for {second:?}");
+        let call = endless
+            .take(Instant::now() + Duration::from_millis(100))
+            .await;
+        assert!(matches!(call, Err(MakeError::Instantiate { .. })));
+        assert!(!endless.ahead.load(Ordering::Relaxed));
+
+        // A plugin whose call makes an instance quickly gets them made ahead again.
+        let quick = empty_plugin(&engine, "quick");
+        quick.ahead.store(false, Ordering::Relaxed);
+        let used = fresh(&quick).await.store;
+        assert!(quick.ahead.load(Ordering::Relaxed));
+        drop(used);
+        replenish(&quick).await.unwrap();
+        assert!(quick.ready.lock().unwrap().is_some());
+        drop(quick);
+        assert_eq!(READY.load(Ordering::Acquire), 0);
+    }
+}

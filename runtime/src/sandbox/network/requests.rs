@@ -1,0 +1,193 @@
+//! Requests over `wasi:http`: checked against the grants, sent by moat itself to the address it
+//! checked, with the operator's header injections added on the way.
+
+use std::fmt;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use anyhow::Result;
+use http::{HeaderName, HeaderValue};
+use http_body_util::BodyExt;
+use wasmtime_wasi_http::io::TokioIo;
+use wasmtime_wasi_http::{Error as HttpError, RequestOptions, WasiBody, WasiHttpHooks};
+
+use super::{Denials, Network, NetworkGrant, Scheme};
+
+/// How long a connection may take when the guest sets no timeout; the call's deadline bounds
+/// everything else.
+const DEFAULT_CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// A header moat adds to requests for a host, so that the guest never holds the credential.
+///
+/// It goes only where `to` says, scheme and port included: a credential meant for
+/// `https://api.example.org` never travels over plain http, nor to another port the grants
+/// happen to allow.
+#[derive(Clone, PartialEq)]
+pub struct Injection {
+    /// Always names a scheme (see [`Injection::target`]).
+    pub to: NetworkGrant,
+    pub header: HeaderName,
+    /// Marked sensitive, so that it is never logged.
+    pub value: HeaderValue,
+}
+
+impl Injection {
+    /// Reads where an injection goes: `[scheme://]host[:port]` as a grant writes it, except that
+    /// no scheme means `https` only. Plain http must be written out (`http://127.0.0.1:8080`),
+    /// and the port is the scheme's default unless named.
+    pub fn target(text: &str) -> Result<NetworkGrant> {
+        let mut to: NetworkGrant = text.parse()?;
+        to.scheme.get_or_insert(Scheme::Https);
+        Ok(to)
+    }
+
+    /// Whether some request that `grant` allows could carry this header.
+    pub fn can_travel_under(&self, grant: &NetworkGrant) -> bool {
+        let scheme = self.to.scheme.unwrap_or(Scheme::Https);
+        (grant.host.covers(&self.to.host) || self.to.host.covers(&grant.host))
+            && grant.scheme.is_none_or(|s| s == scheme)
+            && match (grant.port_for(scheme), self.to.port_for(scheme)) {
+                (Some(granted), Some(mine)) => granted == mine,
+                _ => true,
+            }
+    }
+}
+
+impl fmt::Debug for Injection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Injection")
+            .field("to", &self.to)
+            .field("header", &self.header)
+            .field("value", &"<redacted>")
+            .finish()
+    }
+}
+
+/// moat's `wasi:http` hooks: every outgoing request is checked against the plugin's grants,
+/// gets its injected headers, and goes to the address that was checked.
+pub struct HttpHooks {
+    pub plugin: Arc<str>,
+    pub network: Arc<Network>,
+    pub denials: Denials,
+}
+
+type SendResult = Result<
+    (
+        http::Response<WasiBody>,
+        Box<dyn Future<Output = Result<(), HttpError>> + Send>,
+    ),
+    HttpError,
+>;
+
+impl WasiHttpHooks for HttpHooks {
+    fn send_request(
+        &mut self,
+        mut request: http::Request<WasiBody>,
+        options: Option<RequestOptions>,
+        _request_io: Box<dyn Future<Output = Result<(), HttpError>> + Send>,
+    ) -> Box<dyn Future<Output = SendResult> + Send> {
+        let plugin = self.plugin.clone();
+        let network = self.network.clone();
+        let denials = self.denials.clone();
+        Box::new(async move {
+            let checked = match check_method(request.method(), &plugin) {
+                Ok(()) => network.check_request(request.uri(), &plugin).await,
+                Err(message) => Err(message),
+            };
+            let (target, addrs) = match checked {
+                Ok(checked) => checked,
+                Err(message) => {
+                    denials.record(message);
+                    return Err(HttpError::HttpRequestDenied);
+                }
+            };
+            network.inject(&target, request.headers_mut());
+            let uri = request.uri().clone();
+            send(request, &addrs, &uri, options).await
+        })
+    }
+}
+
+/// Refuses the methods no tool needs and that turn a server against its client: `TRACE`
+/// echoes the request back, injected credentials included, and `CONNECT` makes the server a
+/// tunnel to wherever the guest likes.
+pub(super) fn check_method(method: &http::Method, plugin: &str) -> Result<(), String> {
+    if method == http::Method::TRACE || method == http::Method::CONNECT {
+        return Err(format!(
+            "network access denied: the {method} method is never allowed (plugin \"{plugin}\")"
+        ));
+    }
+    Ok(())
+}
+
+/// Sends `request` over a connection to the first of `addrs` that answers: never to an address
+/// that was not checked.
+async fn send(
+    mut request: http::Request<WasiBody>,
+    addrs: &[SocketAddr],
+    uri: &http::Uri,
+    options: Option<RequestOptions>,
+) -> SendResult {
+    let connect_timeout = options
+        .and_then(|o| o.connect_timeout)
+        .unwrap_or(DEFAULT_CONNECT_TIMEOUT);
+    let mut last_error = HttpError::DestinationNotFound;
+    let mut stream = None;
+    for addr in addrs {
+        match tokio::time::timeout(connect_timeout, tokio::net::TcpStream::connect(addr)).await {
+            Ok(Ok(s)) => {
+                stream = Some(s);
+                break;
+            }
+            Ok(Err(e)) => last_error = HttpError::Connect(e),
+            Err(_) => last_error = HttpError::ConnectionTimeout,
+        }
+    }
+    let stream = stream.ok_or(last_error)?;
+
+    // The request line holds only the path: the scheme and host are in the URI for the hooks.
+    let path = uri.path_and_query().map_or("/", |p| p.as_str());
+    *request.uri_mut() = http::Uri::try_from(path).map_err(|_| HttpError::HttpRequestUriInvalid)?;
+
+    let (mut sender, connection) = if uri.scheme_str() == Some("https") {
+        let host = uri.host().unwrap_or_default();
+        let host = host.trim_start_matches('[').trim_end_matches(']');
+        let name = rustls::pki_types::ServerName::try_from(host.to_string())?;
+        let tls = tokio_rustls::TlsConnector::from(tls_config())
+            .connect(name, stream)
+            .await
+            .map_err(HttpError::Tls)?;
+        let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(tls)).await?;
+        (sender, wasmtime_wasi::runtime::spawn(connection))
+    } else {
+        let (sender, connection) =
+            hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
+        (sender, wasmtime_wasi::runtime::spawn(connection))
+    };
+    let response = sender.send_request(request).await?;
+    let response = response.map(|body| body.map_err(HttpError::from).boxed_unsync());
+    let io = async move { connection.await.map_err(HttpError::from) };
+    Ok((response, Box::new(io)))
+}
+
+/// The TLS client set-up: the Mozilla roots, built once.
+fn tls_config() -> Arc<rustls::ClientConfig> {
+    static CONFIG: std::sync::OnceLock<Arc<rustls::ClientConfig>> = std::sync::OnceLock::new();
+    CONFIG
+        .get_or_init(|| {
+            let roots = rustls::RootCertStore {
+                roots: webpki_roots::TLS_SERVER_ROOTS.into(),
+            };
+            Arc::new(
+                rustls::ClientConfig::builder_with_provider(Arc::new(
+                    rustls::crypto::ring::default_provider(),
+                ))
+                .with_safe_default_protocol_versions()
+                .expect("ring supports the default protocol versions")
+                .with_root_certificates(roots)
+                .with_no_client_auth(),
+            )
+        })
+        .clone()
+}

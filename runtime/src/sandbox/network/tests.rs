@@ -1,0 +1,327 @@
+use std::net::IpAddr;
+
+use http::{HeaderName, HeaderValue};
+
+use super::address::reserved;
+use super::grant::parse_host;
+use super::requests::check_method;
+use super::*;
+
+fn grants(list: &[&str]) -> Network {
+    Network {
+        grants: list.iter().map(|g| g.parse().unwrap()).collect(),
+        ..Network::default()
+    }
+}
+
+fn with_resolver(mut network: Network, table: &[(&str, &str)]) -> Network {
+    network.resolver = Resolver::table(
+        table
+            .iter()
+            .map(|(name, ip)| (name.to_string(), vec![ip.parse().unwrap()])),
+    );
+    network
+}
+
+async fn check(network: &Network, uri: &str) -> Result<Vec<SocketAddr>, String> {
+    network
+        .check_request(&uri.parse().unwrap(), "p")
+        .await
+        .map(|(_, addrs)| addrs)
+}
+
+#[test]
+fn grants_parse_and_print() {
+    for (text, printed) in [
+        ("https://api.open-meteo.com", "https://api.open-meteo.com"),
+        ("https://API.Open-Meteo.com/", "https://api.open-meteo.com"),
+        ("*.wikipedia.org:443", "*.wikipedia.org:443"),
+        ("http://127.0.0.1:8080", "http://127.0.0.1:8080"),
+        ("http://[::1]:*", "http://[::1]:*"),
+    ] {
+        let grant: NetworkGrant = text.parse().unwrap();
+        assert_eq!(grant.to_string(), printed);
+    }
+    for (bad, expected) in [
+        ("ftp://example.org", "scheme `ftp`"),
+        ("https://example.org/path", "not a path"),
+        ("example.org:99999", "not a number from 1 to 65535"),
+        ("example.org:0", "not a number from 1 to 65535"),
+        ("*.127.0.0.1", "goes with host names"),
+        ("*.1", "not a canonical IP"),
+        ("http://2130706433", "not a canonical IP"),
+        ("http://0x7f.1", "not a canonical IP"),
+        ("exa mple.org", "not a valid host name"),
+        ("[::1", "without `]`"),
+    ] {
+        let error = bad.parse::<NetworkGrant>().unwrap_err();
+        assert!(format!("{error:#}").contains(expected), "{bad}: {error:#}");
+    }
+}
+
+#[tokio::test]
+async fn requests_must_match_scheme_host_and_port() {
+    let network = with_resolver(
+        grants(&[
+            "https://api.example.org",
+            "*.wiki.org:8443",
+            "http://any.example.org:*",
+        ]),
+        &[
+            ("api.example.org", "93.184.216.34"),
+            ("en.wiki.org", "93.184.216.35"),
+            ("any.example.org", "93.184.216.36"),
+        ],
+    );
+    assert!(check(&network, "https://api.example.org/x").await.is_ok());
+    assert!(check(&network, "https://API.example.org./x").await.is_ok());
+    assert!(check(&network, "http://en.wiki.org:8443/").await.is_ok());
+    assert!(check(&network, "https://en.wiki.org:8443/").await.is_ok());
+    assert!(
+        check(&network, "http://any.example.org:1234/")
+            .await
+            .is_ok()
+    );
+    for (uri, expected) in [
+        (
+            "http://api.example.org/",
+            "api.example.org:80 denied: not granted to plugin \"p\"",
+        ),
+        (
+            "https://api.example.org:444/",
+            "api.example.org:444 denied: not granted",
+        ),
+        (
+            "https://wiki.org:8443/",
+            "wiki.org:8443 denied: not granted",
+        ),
+        (
+            "https://evilwiki.org:8443/",
+            "evilwiki.org:8443 denied: not granted",
+        ),
+        (
+            "https://en.wiki.org/",
+            "en.wiki.org:443 denied: not granted",
+        ),
+        (
+            "https://evil.example:443/",
+            "network access to evil.example:443 denied: not granted to plugin \"p\"",
+        ),
+    ] {
+        let error = check(&network, uri).await.unwrap_err();
+        assert!(error.contains(expected), "{uri}: {error}");
+    }
+}
+
+#[tokio::test]
+async fn local_addresses_need_a_grant_naming_them() {
+    let network = with_resolver(
+        grants(&[
+            "http://127.0.0.1:8080",
+            "http://*.rebind.test:*",
+            "http://[::1]:9090",
+        ]),
+        &[
+            ("a.rebind.test", "127.0.0.1"),
+            ("b.rebind.test", "::ffff:169.254.169.254"),
+        ],
+    );
+    assert_eq!(
+        check(&network, "http://127.0.0.1:8080/").await.unwrap(),
+        ["127.0.0.1:8080".parse().unwrap()]
+    );
+    assert!(
+        check(&network, "http://[::ffff:127.0.0.1]:8080/")
+            .await
+            .is_ok()
+    );
+    assert!(check(&network, "http://[::1]:9090/").await.is_ok());
+    for (uri, expected) in [
+        (
+            "http://a.rebind.test:8080/",
+            "it resolves to 127.0.0.1, a loopback address",
+        ),
+        (
+            "http://b.rebind.test:80/",
+            "it resolves to 169.254.169.254, a link-local address",
+        ),
+        ("http://127.0.0.1:8081/", "not granted"),
+        ("http://2130706433:8080/", "not a canonical IP address"),
+        ("http://0177.0.0.1:8080/", "not a canonical IP address"),
+    ] {
+        let error = check(&network, uri).await.unwrap_err();
+        assert!(error.contains(expected), "{uri}: {error}");
+    }
+    let any = with_resolver(grants(&["http://*.test:*"]), &[("x.test", "10.1.2.3")]);
+    let error = check(&any, "http://x.test/").await.unwrap_err();
+    assert!(error.contains("10.1.2.3, a private address"), "{error}");
+}
+
+#[test]
+fn reserved_addresses_are_recognised() {
+    for ip in [
+        "0.0.0.0",
+        "127.0.0.1",
+        "10.0.0.1",
+        "172.16.0.1",
+        "192.168.1.1",
+        "100.64.0.1",
+        "169.254.169.254",
+        "224.0.0.1",
+        "255.255.255.255",
+        "198.18.0.1",
+        "::",
+        "::1",
+        "fc00::1",
+        "fd12::1",
+        "fe80::1",
+        "ff02::1",
+        "64:ff9b::7f00:1",
+        "2002:7f00:1::",
+        "2001:db8::1",
+        "::7f00:1",
+    ] {
+        let ip: IpAddr = ip.parse().unwrap();
+        assert!(reserved(ip.to_canonical()).is_some(), "{ip}");
+    }
+    assert!(reserved("::ffff:127.0.0.1".parse::<IpAddr>().unwrap().to_canonical()).is_some());
+    for ip in [
+        "93.184.216.34",
+        "1.1.1.1",
+        "2606:4700::1111",
+        "64:ff9b::101:101",
+        "172.32.0.1",
+    ] {
+        assert_eq!(reserved(ip.parse().unwrap()), None, "{ip}");
+    }
+}
+
+#[test]
+fn sockets_need_ip_literal_grants() {
+    let network = grants(&["http://127.0.0.1:8080", "https://example.org"]);
+    let at = |s: &str| s.parse::<SocketAddr>().unwrap();
+    assert!(
+        network
+            .check_socket(at("127.0.0.1:8080"), SocketAddrUse::TcpConnect, "p")
+            .is_ok()
+    );
+    assert!(
+        network
+            .check_socket(at("0.0.0.0:0"), SocketAddrUse::TcpBind, "p")
+            .is_ok()
+    );
+    let error = network
+        .check_socket(at("127.0.0.1:8081"), SocketAddrUse::TcpConnect, "p")
+        .unwrap_err();
+    assert!(
+        error.contains("network access to 127.0.0.1:8081 denied"),
+        "{error}"
+    );
+    assert!(
+        network
+            .check_socket(at("93.184.216.34:443"), SocketAddrUse::TcpConnect, "p")
+            .is_err()
+    );
+    assert!(
+        network
+            .check_socket(at("0.0.0.0:8080"), SocketAddrUse::TcpListen, "p")
+            .is_err()
+    );
+    assert!(
+        network
+            .check_socket(at("0.0.0.0:0"), SocketAddrUse::UdpBind, "p")
+            .is_err()
+    );
+}
+
+fn injecting(to: &str) -> Network {
+    Network {
+        inject: vec![Injection {
+            to: Injection::target(to).unwrap(),
+            header: HeaderName::from_static("authorization"),
+            value: HeaderValue::from_static("Bearer t"),
+        }],
+        ..Network::default()
+    }
+}
+
+/// The headers a request to `uri` leaves with.
+fn injected(network: &Network, uri: &str) -> http::HeaderMap {
+    let uri: http::Uri = uri.parse().unwrap();
+    let host = parse_host(uri.host().unwrap()).unwrap();
+    let scheme = match uri.scheme_str() {
+        Some("https") => Scheme::Https,
+        _ => Scheme::Http,
+    };
+    let port = uri.port_u16().unwrap_or(scheme.default_port());
+    let mut headers = http::HeaderMap::new();
+    network.inject(&Target { scheme, host, port }, &mut headers);
+    headers
+}
+
+#[test]
+fn injections_match_their_host_only() {
+    let network = injecting("api.example.org");
+    let mut headers = http::HeaderMap::new();
+    headers.insert("authorization", HeaderValue::from_static("guest's own"));
+    let target = Target {
+        scheme: Scheme::Https,
+        host: Host::Name("api.example.org".into()),
+        port: 443,
+    };
+    network.inject(&target, &mut headers);
+    assert_eq!(headers["authorization"], "Bearer t");
+    assert!(injected(&network, "https://evil.example/").is_empty());
+    assert!(!format!("{network:?}").contains("Bearer t"));
+}
+
+#[test]
+fn injections_go_over_https_unless_their_target_names_another_scheme() {
+    let network = injecting("api.example.org");
+    assert!(!injected(&network, "https://api.example.org/").is_empty());
+    assert!(!injected(&network, "https://api.example.org:443/").is_empty());
+    for uri in [
+        "http://api.example.org/",
+        "http://api.example.org:443/",
+        "https://api.example.org:8443/",
+    ] {
+        assert!(injected(&network, uri).is_empty(), "{uri} got the header");
+    }
+    let loopback = injecting("http://127.0.0.1:8080");
+    assert!(!injected(&loopback, "http://127.0.0.1:8080/").is_empty());
+    assert!(injected(&loopback, "http://127.0.0.1:8081/").is_empty());
+    assert!(injected(&loopback, "https://127.0.0.1:8080/").is_empty());
+    let any_port = injecting("https://*.example.org:*");
+    assert!(!injected(&any_port, "https://a.example.org:9/").is_empty());
+    assert!(injected(&any_port, "http://a.example.org:9/").is_empty());
+}
+
+#[test]
+fn an_injection_must_be_able_to_travel_under_some_grant() {
+    let travels =
+        |to: &str, grant: &str| injecting(to).inject[0].can_travel_under(&grant.parse().unwrap());
+    assert!(travels("api.example.org", "api.example.org"));
+    assert!(travels("api.example.org", "https://*.example.org"));
+    assert!(travels("*.example.org", "https://api.example.org"));
+    assert!(travels("127.0.0.1", "127.0.0.1:*"));
+    assert!(travels("http://127.0.0.1:8080", "http://127.0.0.1:8080"));
+    assert!(!travels("api.example.org", "http://api.example.org"));
+    assert!(!travels("api.example.org", "api.example.org:8443"));
+    assert!(!travels("127.0.0.1", "http://127.0.0.1:8080"));
+    assert!(!travels("http://127.0.0.1:8080", "https://127.0.0.1:8080"));
+    assert!(!travels("api.example.org", "other.example.org"));
+}
+
+#[test]
+fn trace_and_connect_are_never_sent() {
+    for method in [http::Method::TRACE, http::Method::CONNECT] {
+        let error = check_method(&method, "p").unwrap_err();
+        assert!(
+            error.contains(&format!("the {method} method is never allowed")),
+            "{error}"
+        );
+    }
+    for method in [http::Method::GET, http::Method::POST, http::Method::DELETE] {
+        assert!(check_method(&method, "p").is_ok(), "{method}");
+    }
+}

@@ -1,0 +1,194 @@
+//! Watching what is served: `moat serve` watches its `moat.toml` and the plugin files and folders it
+//! was given, and reloads (see [`crate::serve::reload`]) when one of them changes, or on SIGHUP.
+
+use std::collections::{BTreeSet, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use notify_debouncer_full::notify::{RecommendedWatcher, RecursiveMode};
+use notify_debouncer_full::{DebounceEventResult, Debouncer, RecommendedCache, new_debouncer};
+use tokio::sync::mpsc;
+
+use crate::mcp::catalogue::Catalogue;
+use crate::serve::reload::{Loader, Served};
+use crate::supply::PluginSource;
+use crate::supply::source::Source;
+
+/// How long the files must stay quiet before a reload: a plugin being written in several steps
+/// is read once it is whole.
+const DEBOUNCE: Duration = Duration::from_millis(250);
+
+/// Reloads what `served` names whenever it changes on disk or moat gets SIGHUP, and swaps the
+/// result into `catalogue`. `sources` are the ones `loader` loaded last. Runs until the process
+/// ends; when files cannot be watched, only SIGHUP reloads.
+pub fn spawn(
+    served: Served,
+    loader: Loader,
+    catalogue: Catalogue,
+    sources: &[PluginSource],
+) -> Result<()> {
+    let mut hangup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+        .context("listening for SIGHUP")?;
+    let (changes, mut changed) = mpsc::unbounded_channel::<Vec<PathBuf>>();
+    let mut watcher = match new_debouncer(DEBOUNCE, None, move |result: DebounceEventResult| {
+        match result {
+            Ok(events) => {
+                // Only changes count: moat opening and reading the files is reported too.
+                let paths = events
+                    .into_iter()
+                    .filter(|e| !e.event.kind.is_access())
+                    .flat_map(|e| e.event.paths);
+                let _ = changes.send(paths.collect());
+            }
+            Err(errors) => {
+                for error in errors {
+                    tracing::warn!("watching the plugins: {error}");
+                }
+            }
+        }
+    }) {
+        Ok(debouncer) => Some(debouncer),
+        Err(error) => {
+            tracing::warn!("not watching the plugin files ({error}); send SIGHUP to reload");
+            None
+        }
+    };
+    let mut watched = Watched::default();
+    if let Some(watcher) = watcher.as_mut() {
+        watched.update(watcher, &served, sources);
+    }
+    let loader = Arc::new(Mutex::new(loader));
+    tokio::spawn(async move {
+        loop {
+            let reason = tokio::select! {
+                Some(paths) = changed.recv() => {
+                    let Some(path) = paths.iter().find(|p| watched.matters(p)) else {
+                        continue;
+                    };
+                    format!("{} changed", path.display())
+                }
+                Some(()) = hangup.recv() => "SIGHUP".to_string(),
+                else => break,
+            };
+            // Whatever else changed meanwhile is read by this same reload.
+            while changed.try_recv().is_ok() {}
+            tracing::info!("reloading: {reason}");
+            match reload(&served, &loader, &catalogue).await {
+                Ok(sources) => {
+                    if let Some(watcher) = watcher.as_mut() {
+                        watched.update(watcher, &served, &sources);
+                    }
+                }
+                Err(error) => {
+                    tracing::error!(
+                        "reload failed, still serving the tools as they were: {error:#}"
+                    )
+                }
+            }
+        }
+    });
+    Ok(())
+}
+
+/// One reload; returns the sources it read.
+async fn reload(
+    served: &Served,
+    loader: &Arc<Mutex<Loader>>,
+    catalogue: &Catalogue,
+) -> Result<Vec<PluginSource>> {
+    let (sources, fetched) = served.fetch().await?;
+    let loader = loader.clone();
+    let (sources, outcome) = tokio::task::spawn_blocking(move || {
+        let outcome = loader
+            .lock()
+            .expect("loader lock")
+            .load_fetched(&sources, fetched);
+        (sources, outcome)
+    })
+    .await
+    .context("the reload task failed")?;
+    let outcome = outcome?;
+    outcome.log();
+    if catalogue.replace(Arc::new(outcome.registry)) {
+        tracing::info!("the tool list changed; clients were told");
+    }
+    Ok(sources)
+}
+
+/// The folders being watched, and which paths in them matter.
+#[derive(Default)]
+struct Watched {
+    /// The folders watched now.
+    folders: BTreeSet<PathBuf>,
+    /// Files whose change matters: the config file and every plugin file a source names.
+    files: HashSet<PathBuf>,
+    /// Folders given on the command line: any `.wasm` file appearing, changing or leaving matters.
+    plugin_folders: HashSet<PathBuf>,
+}
+
+impl Watched {
+    fn update(
+        &mut self,
+        watcher: &mut Debouncer<RecommendedWatcher, RecommendedCache>,
+        served: &Served,
+        sources: &[PluginSource],
+    ) {
+        // A plugin file and its signature beside it.
+        let mut files: HashSet<PathBuf> = sources
+            .iter()
+            .filter_map(|s| match &s.source {
+                Source::File(path) => Some(absolute(path)),
+                _ => None,
+            })
+            .flat_map(|path| [crate::supply::signing::signature_path(&path), path])
+            .collect();
+        files.extend(served.config.as_deref().map(absolute));
+        let plugin_folders: HashSet<PathBuf> = served
+            .paths
+            .iter()
+            .filter(|p| p.is_dir())
+            .map(|p| absolute(p))
+            .collect();
+        // Watch folders rather than files: editors and build tools replace a file by renaming
+        // another onto it, which a watch on the file itself would not follow.
+        let wanted: BTreeSet<PathBuf> = files
+            .iter()
+            .filter_map(|file| file.parent().map(Path::to_path_buf))
+            .chain(plugin_folders.iter().cloned())
+            .collect();
+        for gone in self.folders.difference(&wanted) {
+            let _ = watcher.unwatch(gone);
+        }
+        let mut folders: BTreeSet<PathBuf> = self.folders.intersection(&wanted).cloned().collect();
+        for folder in wanted.difference(&self.folders) {
+            match watcher.watch(folder, RecursiveMode::NonRecursive) {
+                Ok(()) => {
+                    folders.insert(folder.clone());
+                }
+                // Tried again at the next reload.
+                Err(error) => tracing::warn!("cannot watch {}: {error}", folder.display()),
+            }
+        }
+        *self = Self {
+            folders,
+            files,
+            plugin_folders,
+        };
+    }
+
+    fn matters(&self, path: &Path) -> bool {
+        self.files.contains(path)
+            || path
+                .extension()
+                .is_some_and(|e| e == "wasm" || e == "minisig")
+                && path
+                    .parent()
+                    .is_some_and(|folder| self.plugin_folders.contains(folder))
+    }
+}
+
+fn absolute(path: &Path) -> PathBuf {
+    std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf())
+}

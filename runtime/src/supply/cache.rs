@@ -1,0 +1,309 @@
+//! Compiled components on disk, so that a restart does not compile every plugin again.
+//!
+//! An entry is keyed by the component's sha256 and the engine's compatibility hash (wasmtime
+//! version, target, settings), so a changed plugin or engine simply misses. Loading a compiled
+//! artifact skips wasmtime's validation, so moat only ever loads what it wrote itself: every entry
+//! ends with a keyed BLAKE3 tag under a key that only this cache folder's owner can read, and an
+//! entry without a valid tag is ignored (and overwritten) rather than loaded.
+//!
+//! Checking that tag means hashing every compiled byte: ~90 MB for fifty plugins, a third of a
+//! warm start. So once an entry has been written or checked, a *seal* beside it (`.seal`, keyed
+//! like the tag) records the file's identity and change times: the device, inode, size, mtime
+//! and ctime. A start whose entry still matches its seal skips the hash. Any write to the entry,
+//! a rename over it or a copy changes what the seal records (the kernel sets ctime, and only
+//! root can set the clock), and then the full tag is checked again. Both the tag and the seal
+//! are only as secret as the key file, which the cache folder's owner can read: they keep out
+//! other users and anything (a plugin's grant, a copied folder) that cannot read the key.
+
+use std::fs;
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::io::Write;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use anyhow::{Context, Result, bail};
+use wasmtime::Engine;
+use wasmtime::component::Component;
+
+use crate::supply::source::Digest;
+
+const TAG_LEN: usize = blake3::OUT_LEN;
+
+/// A cache folder and the key that signs its entries.
+pub struct Cache {
+    dir: PathBuf,
+    key: [u8; 32],
+}
+
+impl Cache {
+    /// The folder named by `MOAT_CACHE_DIR`, else `$XDG_CACHE_HOME/moat`, else `~/.cache/moat`.
+    pub fn default_dir() -> Option<PathBuf> {
+        if let Some(dir) = std::env::var_os("MOAT_CACHE_DIR") {
+            return Some(dir.into());
+        }
+        let base = std::env::var_os("XDG_CACHE_HOME")
+            .map(PathBuf::from)
+            .or_else(|| std::env::var_os("HOME").map(|home| Path::new(&home).join(".cache")))?;
+        Some(base.join("moat"))
+    }
+
+    /// Opens (creating it if need be) a cache folder that only the current user can write.
+    pub fn open(dir: &Path) -> Result<Self> {
+        fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .with_context(|| format!("creating the cache folder {}", dir.display()))?;
+        check_private(dir)?;
+        let key_path = dir.join("key");
+        let key = match fs::read(&key_path) {
+            Ok(key) => {
+                check_private(&key_path)?;
+                key.try_into().map_err(|_| {
+                    anyhow::anyhow!("{} is not a moat cache key", key_path.display())
+                })?
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                let mut key = [0u8; 32];
+                getrandom::fill(&mut key).map_err(|e| anyhow::anyhow!("no randomness: {e}"))?;
+                write_private(&key_path, &key)?;
+                key
+            }
+            Err(e) => return Err(e).with_context(|| format!("reading {}", key_path.display())),
+        };
+        Ok(Self {
+            dir: dir.to_path_buf(),
+            key,
+        })
+    }
+
+    /// The cache folder.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The compiled component for `wasm` (whose sha256 is `digest`): from the cache when a valid
+    /// entry is there, otherwise compiled now and stored. A cache that cannot be written costs
+    /// only the next start.
+    pub fn component(&self, engine: &Engine, wasm: &[u8], digest: &Digest) -> Result<Component> {
+        let path = self.entry_path(engine, digest);
+        if self.entry_is_trusted(&path) {
+            // SAFETY: the seal or the tag proves this process's user wrote these bytes with
+            // `serialize` for this very engine configuration (the key and the engine hash are in
+            // the path and tag).
+            // wasmtime maps the file instead of copying it (only the pages in use become
+            // resident, and start-up copies nothing); that is sound because entries are only ever
+            // replaced by a rename, never rewritten in place. The tag after the artifact is
+            // outside every section wasmtime reads.
+            match unsafe { Component::deserialize_file(engine, &path) } {
+                Ok(component) => return Ok(component),
+                Err(e) => tracing::warn!("ignoring cache entry {}: {e}", path.display()),
+            }
+        }
+        let component = Component::new(engine, wasm).map_err(anyhow::Error::from)?;
+        match component.serialize() {
+            Ok(artifact) => {
+                if let Err(e) = self.write_entry(&path, &artifact) {
+                    tracing::warn!("could not cache a compiled plugin: {e:#}");
+                }
+            }
+            Err(e) => tracing::warn!("could not serialize a compiled plugin: {e}"),
+        }
+        Ok(component)
+    }
+
+    /// Removes every entry (and the key).
+    pub fn clear(dir: &Path) -> Result<usize> {
+        let mut removed = 0;
+        let entries = match fs::read_dir(dir) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
+            Err(e) => return Err(e).with_context(|| format!("reading {}", dir.display())),
+        };
+        for entry in entries {
+            let path = entry?.path();
+            let ours = path
+                .extension()
+                .is_some_and(|e| e == "cwasm" || e == "seal")
+                || path.file_name().is_some_and(|n| n == "key");
+            if ours {
+                fs::remove_file(&path).with_context(|| format!("removing {}", path.display()))?;
+                removed += 1;
+            }
+        }
+        Ok(removed)
+    }
+
+    fn entry_path(&self, engine: &Engine, digest: &Digest) -> PathBuf {
+        let mut hasher = DefaultHasher::new();
+        engine.precompile_compatibility_hash().hash(&mut hasher);
+        env!("CARGO_PKG_VERSION").hash(&mut hasher);
+        self.dir
+            .join(format!("{}-{:016x}.cwasm", digest.hex(), hasher.finish()))
+    }
+
+    /// Whether the entry at `path` may be loaded: it matches its seal, or else its tag (and is
+    /// sealed now, so the next start skips the hash).
+    fn entry_is_trusted(&self, path: &Path) -> bool {
+        if self.entry_is_sealed(path) {
+            return true;
+        }
+        if !self.entry_is_valid(path) {
+            return false;
+        }
+        self.seal(path);
+        true
+    }
+
+    /// Whether the entry at `path` is the very file its seal describes.
+    fn entry_is_sealed(&self, path: &Path) -> bool {
+        let seal_path = path.with_extension("seal");
+        let (Ok(seal), Some(expected)) = (fs::read(&seal_path), self.seal_of(path)) else {
+            return false;
+        };
+        check_private(&seal_path).is_ok()
+            && blake3::Hash::from_slice(&seal).is_ok_and(|seal| seal == expected)
+    }
+
+    /// Writes the seal of the entry at `path`, checked or written just now. Without one, the
+    /// next start checks the tag instead.
+    fn seal(&self, path: &Path) {
+        let written = self
+            .seal_of(path)
+            .context("the entry is gone")
+            .and_then(|seal| write_renamed(&path.with_extension("seal"), &[seal.as_bytes()]));
+        if let Err(e) = written {
+            tracing::debug!("no seal for cache entry {}: {e:#}", path.display());
+        }
+    }
+
+    /// The keyed hash of the entry's name and of what the file system says of it.
+    fn seal_of(&self, path: &Path) -> Option<blake3::Hash> {
+        let meta = fs::metadata(path).ok()?;
+        let mut seal = self.mac(path);
+        seal.update(b"\0seal"); // never mistaken for an entry's tag
+        for field in [
+            meta.dev(),
+            meta.ino(),
+            meta.size(),
+            meta.mtime() as u64,
+            meta.mtime_nsec() as u64,
+            meta.ctime() as u64,
+            meta.ctime_nsec() as u64,
+            u64::from(meta.mode()),
+            u64::from(meta.uid()),
+        ] {
+            seal.update(&field.to_le_bytes());
+        }
+        Some(seal.finalize())
+    }
+
+    /// Whether `path` is an entry this cache wrote: private, with a tag that matches. The
+    /// file is mapped, not read, so checking it copies nothing and leaves its pages in the
+    /// page cache for wasmtime's own mapping.
+    fn entry_is_valid(&self, path: &Path) -> bool {
+        let Ok(file) = fs::File::open(path) else {
+            return false;
+        };
+        let len = file.metadata().map_or(0, |m| m.len());
+        if check_private(path).is_err() || len < TAG_LEN as u64 {
+            tracing::warn!(
+                "ignoring cache entry {}: not written by moat",
+                path.display()
+            );
+            return false;
+        }
+        // SAFETY: entries are replaced by a rename, never written in place, so the mapped file
+        // does not change under the slice; if someone wrote it anyway, the worst outcome is a
+        // tag that does not match.
+        let entry = match unsafe { memmap2::Mmap::map(&file) } {
+            Ok(entry) => entry,
+            Err(e) => {
+                tracing::warn!("ignoring cache entry {}: {e}", path.display());
+                return false;
+            }
+        };
+        let (artifact, tag) = entry.split_at(entry.len() - TAG_LEN);
+        let mut mac = self.mac(path);
+        mac.update(artifact);
+        // `blake3::Hash` compares in constant time.
+        if mac.finalize() != blake3::Hash::from_slice(tag).expect("TAG_LEN bytes") {
+            tracing::warn!(
+                "ignoring cache entry {}: its tag does not match",
+                path.display()
+            );
+            return false;
+        }
+        true
+    }
+
+    fn write_entry(&self, path: &Path, artifact: &[u8]) -> Result<()> {
+        let mut mac = self.mac(path);
+        mac.update(artifact);
+        let tag = mac.finalize();
+        write_renamed(path, &[artifact, tag.as_bytes()])?;
+        self.seal(path);
+        Ok(())
+    }
+
+    /// The tag also covers the entry's name, so an entry cannot pass for another component's.
+    fn mac(&self, path: &Path) -> blake3::Hasher {
+        let mut mac = blake3::Hasher::new_keyed(&self.key);
+        mac.update(path.file_name().unwrap_or_default().as_encoded_bytes());
+        mac
+    }
+}
+
+/// Refuses a file or folder that someone else owns or could write.
+fn check_private(path: &Path) -> Result<()> {
+    let meta = fs::metadata(path).with_context(|| format!("reading {}", path.display()))?;
+    // SAFETY: geteuid has no preconditions.
+    let uid = unsafe { libc_geteuid() };
+    if meta.uid() != uid || meta.permissions().mode() & 0o022 != 0 {
+        bail!(
+            "{} must belong to the current user and be writable by nobody else",
+            path.display()
+        );
+    }
+    Ok(())
+}
+
+unsafe extern "C" {
+    #[link_name = "geteuid"]
+    fn libc_geteuid() -> u32;
+}
+
+fn write_private(path: &Path, bytes: &[u8]) -> Result<()> {
+    let mut file = fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+        .with_context(|| format!("creating {}", path.display()))?;
+    file.write_all(bytes)?;
+    Ok(())
+}
+
+/// Writes `parts` to a private temp file, then renames it to `path`, so a reader never sees half
+/// a file. The counter keeps two writers in this process (two plugins with the same bytes, two
+/// fetches of one URL) from sharing a temp file.
+pub(crate) fn write_renamed(path: &Path, parts: &[&[u8]]) -> Result<()> {
+    static WRITES: AtomicU64 = AtomicU64::new(0);
+    let write = WRITES.fetch_add(1, Ordering::Relaxed);
+    let mut name = path.as_os_str().to_owned();
+    name.push(format!(".tmp{}-{write}", std::process::id()));
+    let temp = PathBuf::from(name);
+    let mut file = fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&temp)?;
+    for part in parts {
+        file.write_all(part)?;
+    }
+    file.sync_all()?;
+    fs::rename(&temp, path)?;
+    Ok(())
+}

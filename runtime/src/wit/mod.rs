@@ -1,0 +1,10 @@
+//! How WIT becomes MCP, and back: the names of tools, the JSON Schemas of their parameters and
+//! results, the checked conversion of arguments into component values, results into MCP content,
+//! and the doc comments that describe them. Pure functions of types and values: nothing here
+//! touches a file, a socket or an instance.
+
+pub mod docs;
+pub mod naming;
+pub mod output;
+pub mod schema;
+pub mod values;

@@ -1,0 +1,226 @@
+//! What a tool returns, as MCP sees it: the output schema, and the rendering of a returned value
+//! into a `tools/call` result.
+//!
+//! * `result<T, E>`: `ok` is the tool's output; `err` is a tool error (`isError: true`), rendered
+//!   as text: a string as it is, any other value as JSON.
+//! * `content-block` or `list<content-block>` from `moat:plugin/content` (directly or as the `ok`
+//!   of a result): MCP content blocks. The type is recognised by its shape, as component types
+//!   carry no names.
+//! * Any other type `T`: `structuredContent`, with the same value as text content (a string as
+//!   it is, anything else as JSON). A record is the structured content itself; other types are
+//!   wrapped as `{"value": …}`, since MCP wants an object there.
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as BASE64;
+use rmcp::model::{CallToolResult, ContentBlock};
+use serde_json::{Map, Value, json};
+use wasmtime::component::{Type, Val};
+
+use crate::wit::docs::TypeDocs;
+use crate::wit::schema::{self, Budget, SchemaError};
+use crate::wit::values::to_json;
+
+/// The shape of a tool's return value.
+#[derive(Clone, Debug)]
+pub enum Returns {
+    Nothing,
+    Value(Payload),
+    Result {
+        ok: Option<Payload>,
+        err: Option<Type>,
+    },
+}
+
+/// A returned value, once any `result` is taken apart.
+#[derive(Clone, Debug)]
+pub enum Payload {
+    Json(Type),
+    Content,
+    ContentList,
+}
+
+impl Returns {
+    pub fn of(result: Option<Type>) -> Self {
+        match result {
+            None => Returns::Nothing,
+            Some(Type::Result(result)) => Returns::Result {
+                ok: result.ok().map(Payload::of),
+                err: result.err(),
+            },
+            Some(ty) => Returns::Value(Payload::of(ty)),
+        }
+    }
+
+    /// The tool's `outputSchema`, when it returns structured content, paid from `budget`.
+    pub fn output_schema(
+        &self,
+        docs: Option<TypeDocs<'_>>,
+        budget: &mut Budget,
+    ) -> Result<Option<Value>, SchemaError> {
+        let (payload, docs) = match self {
+            Returns::Nothing => return Ok(None),
+            Returns::Value(payload) => (payload, docs),
+            Returns::Result { ok, err } => {
+                if let Some(err) = err {
+                    schema::schema(err, None, budget)?; // refuse an error type with no JSON form early
+                }
+                match ok {
+                    Some(payload) => (payload, docs.and_then(|d| d.result_arms().0)),
+                    None => return Ok(None),
+                }
+            }
+        };
+        let Payload::Json(ty) = payload else {
+            return Ok(None);
+        };
+        let inner = schema::schema(ty, docs, budget)?;
+        Ok(Some(if matches!(ty, Type::Record(_)) {
+            inner
+        } else {
+            json!({
+                "type": "object",
+                "properties": {"value": inner},
+                "required": ["value"],
+                "additionalProperties": false,
+            })
+        }))
+    }
+
+    /// Renders the value a call returned.
+    pub fn render(&self, val: Option<&Val>) -> Result<CallToolResult, String> {
+        match (self, val) {
+            (Returns::Nothing, _) => Ok(CallToolResult::success(Vec::new())),
+            (Returns::Value(payload), Some(val)) => payload.render(val),
+            (Returns::Result { ok, err }, Some(Val::Result(outcome))) => match (outcome, ok) {
+                (Ok(Some(val)), Some(payload)) => payload.render(val),
+                (Ok(_), _) => Ok(CallToolResult::success(Vec::new())),
+                (Err(val), _) => {
+                    let text = match (err, val) {
+                        (Some(ty), Some(val)) => as_text(ty, val)?,
+                        _ => "the tool failed without saying why".to_string(),
+                    };
+                    Ok(CallToolResult::error(vec![ContentBlock::text(text)]))
+                }
+            },
+            _ => Err("the guest returned a value of the wrong shape".into()),
+        }
+    }
+}
+
+impl Payload {
+    fn of(ty: Type) -> Self {
+        match &ty {
+            ty if is_content_block(ty) => Payload::Content,
+            Type::List(list) if is_content_block(&list.ty()) => Payload::ContentList,
+            _ => Payload::Json(ty),
+        }
+    }
+
+    fn render(&self, val: &Val) -> Result<CallToolResult, String> {
+        match (self, val) {
+            (Payload::Json(ty), val) => {
+                let json = to_json(ty, val).map_err(|e| e.to_string())?;
+                let text = match &json {
+                    Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                };
+                let structured = if matches!(ty, Type::Record(_)) {
+                    json
+                } else {
+                    Value::Object(Map::from_iter([("value".to_string(), json)]))
+                };
+                let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
+                result.structured_content = Some(structured);
+                Ok(result)
+            }
+            (Payload::Content, block) => Ok(CallToolResult::success(vec![content_block(block)?])),
+            (Payload::ContentList, Val::List(blocks)) => Ok(CallToolResult::success(
+                blocks.iter().map(content_block).collect::<Result<_, _>>()?,
+            )),
+            _ => Err("the guest returned a value of the wrong shape".into()),
+        }
+    }
+}
+
+fn as_text(ty: &Type, val: &Val) -> Result<String, String> {
+    match to_json(ty, val).map_err(|e| e.to_string())? {
+        Value::String(s) => Ok(s),
+        other => Ok(other.to_string()),
+    }
+}
+
+/// Whether `ty` has the shape of `moat:plugin/content.content-block`.
+fn is_content_block(ty: &Type) -> bool {
+    let Type::Variant(variant) = ty else {
+        return false;
+    };
+    let cases: Vec<(&str, Option<Type>)> = variant.cases().map(|c| (c.name, c.ty)).collect();
+    let fields = |ty: &Option<Type>| -> Vec<String> {
+        match ty {
+            Some(Type::Record(r)) => r.fields().map(|f| f.name.to_string()).collect(),
+            _ => Vec::new(),
+        }
+    };
+    matches!(
+        cases.as_slice(),
+        [
+            ("text", Some(Type::String)),
+            ("image", image),
+            ("audio", audio),
+            ("resource-link", link),
+        ] if fields(image) == ["data", "mime-type"]
+            && fields(audio) == ["data", "mime-type"]
+            && fields(link) == ["uri", "name", "description", "mime-type"]
+    )
+}
+
+/// One `content-block` value as an MCP content block.
+fn content_block(val: &Val) -> Result<ContentBlock, String> {
+    let Val::Variant(case, Some(payload)) = val else {
+        return Err("malformed content block".into());
+    };
+    let field = |name: &str| match &**payload {
+        Val::Record(fields) => fields.iter().find(|(n, _)| n == name).map(|(_, v)| v),
+        _ => None,
+    };
+    let string = |name: &str| match field(name) {
+        Some(Val::String(s)) => Some(s.clone()),
+        Some(Val::Option(Some(inner))) => match &**inner {
+            Val::String(s) => Some(s.clone()),
+            _ => None,
+        },
+        _ => None,
+    };
+    let data = || match field("data") {
+        Some(Val::List(bytes)) => bytes
+            .iter()
+            .map(|b| match b {
+                Val::U8(b) => Ok(*b),
+                _ => Err("malformed content data".to_string()),
+            })
+            .collect::<Result<Vec<u8>, _>>()
+            .map(|bytes| BASE64.encode(bytes)),
+        _ => Err("malformed content data".to_string()),
+    };
+    let mime = || string("mime-type").unwrap_or_default();
+    Ok(match (case.as_str(), &**payload) {
+        ("text", Val::String(text)) => ContentBlock::text(text.clone()),
+        ("image", _) => ContentBlock::image(data()?, mime()),
+        ("audio", _) => ContentBlock::audio(data()?, mime()),
+        ("resource-link", _) => {
+            let mut link = json!({
+                "type": "resource_link",
+                "uri": string("uri").unwrap_or_default(),
+                "name": string("name").unwrap_or_default(),
+            });
+            if let Some(description) = string("description") {
+                link["description"] = description.into();
+            }
+            if let Some(mime) = string("mime-type") {
+                link["mimeType"] = mime.into();
+            }
+            serde_json::from_value(link).map_err(|e| format!("malformed resource link: {e}"))?
+        }
+        _ => return Err(format!("unknown content block \"{case}\"")),
+    })
+}
