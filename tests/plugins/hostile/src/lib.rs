@@ -69,6 +69,10 @@ impl Guest for Hostile {
         std::fs::read_to_string(&path).map_err(at("read"))
     }
 
+    fn file(path: String) -> Result<String, String> {
+        Self::read_file(path)
+    }
+
     fn read_relative(cwd: String, path: String) -> Result<String, String> {
         std::env::set_current_dir(&cwd).map_err(at("chdir"))?;
         std::fs::read_to_string(&path).map_err(at("read"))
