@@ -159,6 +159,10 @@ struct Expect {
     /// up the process's file descriptors).
     #[serde(default)]
     host_keeps_fds: bool,
+    /// Moat's cap on the handles one call may hold: the call must be stopped at this or at the
+    /// process's per-call share of descriptors, whichever is lower, as the guest's last
+    /// `holding N handles` line on stderr shows.
+    max_handles: Option<usize>,
     /// The most moat may write to its own log for the plugin during the call, in KiB.
     max_log_kb: Option<u64>,
 }
@@ -485,8 +489,32 @@ fn check(expect: &Expect, outcome: &Result<CallToolResult, String>) -> Vec<Strin
     {
         problems.push(format!("expected {message} in {}", brief(outcome)));
     }
+    if let Some(cap) = expect.max_handles {
+        problems.extend(handle_cap_problem(cap, &text));
+    }
     problems.extend(leaks(expect, &text));
     problems
+}
+
+/// Whether the guest was stopped at the handle cap in force: `cap`, or the process's per-call
+/// share of descriptors when that is lower. The guest holds a few handles just to run (its
+/// stdio, its preopened folders), so it gets to a little under the cap, never to it.
+fn handle_cap_problem(cap: usize, text: &str) -> Option<String> {
+    let cap = cap.min(moat::sandbox::descriptors::handles_per_call());
+    let held = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("holding ")?.strip_suffix(" handles"))
+        .filter_map(|n| n.parse::<usize>().ok())
+        .next_back();
+    match held {
+        Some(held) if held < cap && held + 8 >= cap => None,
+        Some(held) => Some(format!(
+            "the guest held {held} handles when it was stopped, not just under the cap of {cap}"
+        )),
+        None => Some(format!(
+            "the guest never said how many handles it held (the cap is {cap})"
+        )),
+    }
 }
 
 /// Whatever secret `text` holds.

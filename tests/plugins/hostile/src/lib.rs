@@ -123,7 +123,11 @@ impl Guest for Hostile {
         let mut failure = None;
         for _ in 0..count {
             match std::fs::File::open(&path) {
-                Ok(file) => files.push(file),
+                Ok(file) => {
+                    files.push(file);
+                    // The host may stop the call at its handle cap: this says how far it got.
+                    eprintln!("holding {} handles", files.len());
+                }
                 Err(e) => {
                     failure = Some(e);
                     break;
