@@ -23,26 +23,10 @@ use std::time::{Duration, Instant};
 use moat::plugin::Plugin;
 use moat::plugin::registry::Registry;
 use moat::supply::PluginSource;
+use moat_tests::floor::Floor;
 use moat_tests::{engine, load, plugins};
 use serde_json::json;
-use wasmtime::Store;
-use wasmtime::component::{Component, Linker, ResourceTable, Val};
-use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
-
-/// The least a WASI 0.2 component needs in its store.
-struct Bare {
-    ctx: WasiCtx,
-    table: ResourceTable,
-}
-
-impl WasiView for Bare {
-    fn ctx(&mut self) -> WasiCtxView<'_> {
-        WasiCtxView {
-            ctx: &mut self.ctx,
-            table: &mut self.table,
-        }
-    }
-}
+use wasmtime::component::Val;
 
 fn main() {
     let calls: usize = std::env::var("MOAT_BENCH_CALLS")
@@ -59,30 +43,10 @@ fn main() {
     let args = json!({"message": "hello, moat"});
     let args = args.as_object().unwrap();
 
-    let component = Component::from_file(engine(), plugins::ECHO).unwrap();
-    let mut linker = Linker::new(engine());
-    wasmtime_wasi::p2::add_to_linker_async(&mut linker).unwrap();
-    let pre = linker.instantiate_pre(&component).unwrap();
-    let index = component.get_export_index(None, "echo").unwrap();
-
+    let floor = Floor::load(engine(), plugins::ECHO.as_ref(), None, "echo").unwrap();
+    let message = [Val::String("hello, moat".into())];
     let floor = || async {
-        let bare = Bare {
-            ctx: WasiCtx::builder().build(),
-            table: ResourceTable::new(),
-        };
-        let mut store = Store::new(engine(), bare);
-        // The engine interrupts on epochs; a deadline centuries away keeps the floor free of it.
-        store.set_epoch_deadline(1 << 40);
-        let instance = pre.instantiate_async(&mut store).await.unwrap();
-        let func = instance.get_func(&mut store, index).unwrap();
-        let mut results = [Val::Bool(false)];
-        func.call_async(
-            &mut store,
-            &[Val::String("hello, moat".into())],
-            &mut results,
-        )
-        .await
-        .unwrap();
+        floor.call(&message).await.unwrap();
     };
     let moat = || async {
         plugin.call(tool, Some(args), None).await.unwrap();
@@ -174,32 +138,20 @@ async fn hash_without_epochs(calls: usize) {
     let mut config = moat::sandbox::engine::config();
     config.epoch_interruption(false);
     let no_epochs = wasmtime::Engine::new(&config).unwrap();
-    let component = Component::from_file(&no_epochs, plugins::TEXT).unwrap();
-    let mut linker = Linker::new(&no_epochs);
-    wasmtime_wasi::p2::add_to_linker_async(&mut linker).unwrap();
-    let pre = linker.instantiate_pre(&component).unwrap();
-    let tools = component
-        .get_export_index(None, "moat:text/tools@0.1.0")
-        .unwrap();
-    let index = component.get_export_index(Some(&tools), "hash").unwrap();
+    let floor = Floor::load(
+        &no_epochs,
+        plugins::TEXT.as_ref(),
+        Some("moat:text/tools@0.1.0"),
+        "hash",
+    )
+    .unwrap();
     let params = [
         Val::String(text.clone()),
         Val::Enum("sha256".into()),
         Val::Option(None),
     ];
-
     let floor = || async {
-        let bare = Bare {
-            ctx: WasiCtx::builder().build(),
-            table: ResourceTable::new(),
-        };
-        let mut store = Store::new(&no_epochs, bare);
-        let instance = pre.instantiate_async(&mut store).await.unwrap();
-        let func = instance.get_func(&mut store, index).unwrap();
-        let mut results = [Val::Bool(false)];
-        func.call_async(&mut store, &params, &mut results)
-            .await
-            .unwrap();
+        floor.call(&params).await.unwrap();
     };
     let moat = || async {
         plugin.call(tool, Some(args), None).await.unwrap();

@@ -1,5 +1,7 @@
 //! What moat's integration tests share: the paths of the built plugins, and a way to call them.
 
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use moat::plugin::Plugin;
@@ -9,6 +11,8 @@ use moat::supply::PluginSource;
 use moat::supply::source::Source;
 use rmcp::model::CallToolResult;
 use serde_json::Value;
+
+pub mod floor;
 
 /// Paths of the plugins the build script built, one constant per plugin crate.
 pub mod plugins {
@@ -21,25 +25,37 @@ pub fn engine() -> &'static wasmtime::Engine {
     ENGINE.get_or_init(|| moat::sandbox::engine::new_engine().expect("building the engine"))
 }
 
+/// The plugin at `path` under `name`, with the default limits and no grants.
+pub fn source(name: &str, path: &str) -> PluginSource {
+    PluginSource {
+        name: name.into(),
+        source: Source::File(path.into()),
+        limits: Limits::default(),
+        grants: Default::default(),
+        tools: Default::default(),
+    }
+}
+
+/// Loads one plugin as `moat serve` would; panics with moat's message if it does not load.
+pub fn load_source(source: PluginSource) -> Arc<Plugin> {
+    let (registry, errors) = Registry::load(engine(), &[source]).expect("a linker");
+    if let Some(error) = errors.into_iter().next() {
+        panic!("loading {}: {:#}", error.plugin, error.error);
+    }
+    registry.plugins()[0].clone()
+}
+
 /// Loads the plugin at `path` under `name` with the default limits.
 pub fn load(name: &str, path: &str) -> Arc<Plugin> {
-    load_with(name, path, Limits::default())
+    load_source(source(name, path))
 }
 
 /// Loads the plugin at `path` under `name` with `limits`.
 pub fn load_with(name: &str, path: &str, limits: Limits) -> Arc<Plugin> {
-    let source = PluginSource {
-        name: name.into(),
-        source: Source::File(path.into()),
+    load_source(PluginSource {
         limits,
-        grants: Default::default(),
-        tools: Default::default(),
-    };
-    let (registry, errors) = Registry::load(engine(), &[source]).expect("a linker");
-    if let Some(error) = errors.into_iter().next() {
-        panic!("loading {path}: {:#}", error.error);
-    }
-    registry.plugins()[0].clone()
+        ..source(name, path)
+    })
 }
 
 /// Calls `tool` (its MCP name) with `args`; panics if the call itself fails.
@@ -89,16 +105,54 @@ pub fn load_granted(
     limits: Limits,
     grants: moat::sandbox::grants::Grants,
 ) -> Arc<Plugin> {
-    let source = PluginSource {
-        name: name.into(),
-        source: Source::File(path.into()),
+    load_source(PluginSource {
         limits,
         grants,
-        tools: Default::default(),
-    };
-    let (registry, errors) = Registry::load(engine(), &[source]).expect("a linker");
-    if let Some(error) = errors.into_iter().next() {
-        panic!("loading {path}: {:#}", error.error);
+        ..source(name, path)
+    })
+}
+
+/// A fresh, empty, private folder for one test (`moat-{label}-{pid}-{n}` in the system's temp
+/// folder), removed with everything in it when dropped.
+pub struct TempDir(PathBuf);
+
+impl TempDir {
+    pub fn new(label: &str) -> Self {
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "moat-{label}-{}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        // Private, as moat wants its own folders (a cache folder must be).
+        std::os::unix::fs::DirBuilderExt::mode(std::fs::DirBuilder::new().recursive(true), 0o700)
+            .create(&dir)
+            .expect("making a temp folder");
+        Self(dir)
     }
-    registry.plugins()[0].clone()
+
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl std::ops::Deref for TempDir {
+    type Target = Path;
+
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl AsRef<Path> for TempDir {
+    fn as_ref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }

@@ -3,18 +3,12 @@
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use moat::supply::cache::Cache;
 use moat::supply::source::Digest;
-use moat_tests::{engine, plugins};
+use moat_tests::{TempDir, engine, plugins};
 use wasmtime::component::Component;
-
-fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("moat-cache-{name}-{}", std::process::id()));
-    let _ = fs::remove_dir_all(&dir);
-    dir
-}
 
 fn load(cache: &Cache, wasm: &[u8]) -> Component {
     cache.component(engine(), wasm, &Digest::of(wasm)).unwrap()
@@ -22,7 +16,7 @@ fn load(cache: &Cache, wasm: &[u8]) -> Component {
 
 /// A cache in `dir` holding echo, whose entry then has one byte flipped: the cache, echo's
 /// bytes, the entry's path and its tampered bytes.
-fn cached_then_tampered(dir: &PathBuf) -> (Cache, Vec<u8>, PathBuf, Vec<u8>) {
+fn cached_then_tampered(dir: &Path) -> (Cache, Vec<u8>, PathBuf, Vec<u8>) {
     let cache = Cache::open(dir).unwrap();
     let wasm = fs::read(plugins::ECHO).unwrap();
     load(&cache, &wasm);
@@ -34,7 +28,7 @@ fn cached_then_tampered(dir: &PathBuf) -> (Cache, Vec<u8>, PathBuf, Vec<u8>) {
     (cache, wasm, entry, bytes)
 }
 
-fn entries(dir: &PathBuf) -> Vec<PathBuf> {
+fn entries(dir: &Path) -> Vec<PathBuf> {
     let mut entries: Vec<PathBuf> = fs::read_dir(dir)
         .unwrap()
         .map(|e| e.unwrap().path())
@@ -46,7 +40,7 @@ fn entries(dir: &PathBuf) -> Vec<PathBuf> {
 
 #[test]
 fn a_second_load_is_a_hit_and_rewrites_nothing() {
-    let dir = temp_dir("hit");
+    let dir = TempDir::new("cache-hit");
     let cache = Cache::open(&dir).unwrap();
     let wasm = fs::read(plugins::ECHO).unwrap();
     load(&cache, &wasm);
@@ -66,7 +60,7 @@ fn a_second_load_is_a_hit_and_rewrites_nothing() {
 
 #[test]
 fn a_tampered_entry_is_refused_and_replaced() {
-    let dir = temp_dir("tampered");
+    let dir = TempDir::new("cache-tampered");
     let (cache, wasm, entry, bytes) = cached_then_tampered(&dir);
 
     let component = load(&cache, &wasm);
@@ -81,7 +75,7 @@ fn a_tampered_entry_is_refused_and_replaced() {
 
 #[test]
 fn an_entry_whose_seal_no_longer_matches_is_checked_in_full_and_kept_when_sound() {
-    let dir = temp_dir("reseal");
+    let dir = TempDir::new("cache-reseal");
     let cache = Cache::open(&dir).unwrap();
     let wasm = fs::read(plugins::ECHO).unwrap();
     load(&cache, &wasm);
@@ -103,7 +97,7 @@ fn an_entry_whose_seal_no_longer_matches_is_checked_in_full_and_kept_when_sound(
 
 #[test]
 fn a_forged_seal_does_not_make_a_tampered_entry_load() {
-    let dir = temp_dir("forged-seal");
+    let dir = TempDir::new("cache-forged-seal");
     let (cache, wasm, entry, bytes) = cached_then_tampered(&dir);
     // Without the key, the best a forger can do is a seal of its own making.
     fs::write(entry.with_extension("seal"), [7u8; 32]).unwrap();
@@ -119,7 +113,10 @@ fn a_forged_seal_does_not_make_a_tampered_entry_load() {
 
 #[test]
 fn an_entry_tagged_under_another_key_is_refused() {
-    let (one, other) = (temp_dir("key-one"), temp_dir("key-other"));
+    let (one, other) = (
+        TempDir::new("cache-key-one"),
+        TempDir::new("cache-key-other"),
+    );
     let wasm = fs::read(plugins::ECHO).unwrap();
     load(&Cache::open(&one).unwrap(), &wasm);
     let other_cache = Cache::open(&other).unwrap();
@@ -139,7 +136,7 @@ fn an_entry_tagged_under_another_key_is_refused() {
 
 #[test]
 fn an_entry_others_could_write_is_refused() {
-    let dir = temp_dir("writable");
+    let dir = TempDir::new("cache-writable");
     let cache = Cache::open(&dir).unwrap();
     let wasm = fs::read(plugins::ECHO).unwrap();
     load(&cache, &wasm);
@@ -157,7 +154,7 @@ fn an_entry_others_could_write_is_refused() {
 
 #[test]
 fn a_shared_cache_folder_is_refused() {
-    let dir = temp_dir("shared");
+    let dir = TempDir::new("cache-shared");
     fs::create_dir_all(&dir).unwrap();
     fs::set_permissions(&dir, fs::Permissions::from_mode(0o777)).unwrap();
     let error = Cache::open(&dir)
@@ -172,7 +169,7 @@ fn a_shared_cache_folder_is_refused() {
 
 #[test]
 fn clear_removes_entries_and_the_key() {
-    let dir = temp_dir("clear");
+    let dir = TempDir::new("cache-clear");
     let cache = Cache::open(&dir).unwrap();
     load(&cache, &fs::read(plugins::ECHO).unwrap());
     assert_eq!(Cache::clear(&dir).unwrap(), 3, "entry, seal and key");

@@ -3,10 +3,10 @@
 use std::sync::Arc;
 
 use moat::plugin::Plugin;
-use moat_tests::{plugins, structured, try_call};
+use moat_tests::{load_source, plugins, structured, try_call};
 use serde_json::{Value, json};
 
-use crate::loopback::{ConfigDir, Server, load, redirect, respond};
+use crate::loopback::{ConfigDir, Server, redirect, respond};
 
 const PAGE: &str = "<!doctype html><html><head><title>T</title></head><body>\
     <h1>Moat</h1><p>Runs <b>untrusted</b> tools. <a href=\"/docs\">Docs</a></p>\
@@ -25,7 +25,7 @@ async fn site() -> Server {
 }
 
 fn fetch_plugin(dir: &ConfigDir, server: &Server) -> Arc<Plugin> {
-    load(dir.source(
+    load_source(dir.source(
         "fetch",
         plugins::FETCH,
         "",

@@ -1,12 +1,11 @@
 //! Fuel: a `fuel = N` limit in `moat.toml` stops a guest after about N Wasm instructions, with an
 //! error of its own; plugins without a limit run unmetered on the same engine.
 
-use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 
 use moat::plugin::Plugin;
 use moat::plugin::registry::Registry;
-use moat_tests::{call, engine, plugins, structured, try_call};
+use moat_tests::{TempDir, call, engine, plugins, structured, try_call};
 use serde_json::json;
 
 /// An engine with fuel metering, as `moat serve` builds when a plugin has a fuel limit.
@@ -19,13 +18,12 @@ fn metering_engine() -> &'static wasmtime::Engine {
 
 /// A temp folder holding one `moat.toml`.
 struct Config {
-    dir: PathBuf,
+    dir: TempDir,
 }
 
 impl Config {
     fn new(test: &str, toml: &str) -> Self {
-        let dir = std::env::temp_dir().join(format!("moat-fuel-{}-{test}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = TempDir::new(&format!("fuel-{test}"));
         std::fs::write(dir.join("moat.toml"), toml).unwrap();
         Self { dir }
     }
@@ -37,12 +35,6 @@ impl Config {
         let (registry, errors) = Registry::load(engine, &sources).expect("a linker");
         let errors = errors.iter().map(|e| format!("{:#}", e.error)).collect();
         (registry.plugins().to_vec(), errors)
-    }
-}
-
-impl Drop for Config {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 

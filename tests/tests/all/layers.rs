@@ -131,7 +131,7 @@ fn every_layer_uses_only_the_layers_below_it() {
 #[test]
 fn an_arrow_pointing_up_is_found() {
     // The check itself: a sandbox file that reaches for the plugin layer is reported.
-    let dir = std::env::temp_dir().join(format!("moat-layers-{}", std::process::id()));
+    let dir = moat_tests::TempDir::new("layers");
     std::fs::create_dir_all(dir.join("sandbox")).unwrap();
     std::fs::write(
         dir.join("sandbox/host.rs"),
@@ -144,7 +144,6 @@ fn an_arrow_pointing_up_is_found() {
     )
     .unwrap();
     let found = violations(&dir);
-    std::fs::remove_dir_all(&dir).unwrap();
     assert_eq!(
         found,
         [

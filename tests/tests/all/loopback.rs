@@ -2,14 +2,12 @@
 //! remembers every request it received, and plugins loaded through a real `moat.toml`.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use axum::body::Body;
 use axum::http::{HeaderMap, Request, Response};
-use moat::plugin::Plugin;
 use moat::supply::PluginSource;
+use moat_tests::TempDir;
 
 /// A request as the server saw it.
 #[derive(Clone, Debug)]
@@ -17,6 +15,14 @@ pub struct Seen {
     /// The path and query.
     pub uri: String,
     pub headers: HeaderMap,
+}
+
+/// Serves `app` on an ephemeral port of 127.0.0.1 until the task is aborted.
+pub async fn serve(app: axum::Router) -> (SocketAddr, tokio::task::JoinHandle<()>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let task = tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (addr, task)
 }
 
 /// An HTTP server on an ephemeral port of 127.0.0.1, stopped when dropped.
@@ -29,8 +35,6 @@ pub struct Server {
 impl Server {
     /// Starts a server that answers every request with `respond`.
     pub async fn start(respond: impl Fn(&Seen) -> Response<Body> + Send + Sync + 'static) -> Self {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
         let seen = Arc::new(Mutex::new(Vec::new()));
         let record = seen.clone();
         let respond = Arc::new(respond);
@@ -46,9 +50,7 @@ impl Server {
             let respond = respond.clone();
             async move { respond(&seen) }
         });
-        let task = tokio::spawn(async move {
-            axum::serve(listener, app).await.unwrap();
-        });
+        let (addr, task) = serve(app).await;
         Self { addr, seen, task }
     }
 
@@ -91,22 +93,15 @@ pub fn redirect(location: &str) -> Response<Body> {
 }
 
 /// A fresh folder for one test's `moat.toml` and secrets, removed when dropped.
-pub struct ConfigDir(pub PathBuf);
+pub struct ConfigDir(pub TempDir);
 
 impl ConfigDir {
     pub fn new() -> Self {
-        static NEXT: AtomicUsize = AtomicUsize::new(0);
-        let dir = std::env::temp_dir().join(format!(
-            "moat-net-{}-{}",
-            std::process::id(),
-            NEXT.fetch_add(1, Ordering::Relaxed)
-        ));
-        std::fs::create_dir_all(&dir).unwrap();
-        Self(dir)
+        Self(TempDir::new("net"))
     }
 
     /// Writes a secrets file that only its owner may read.
-    pub fn secrets(&self, text: &str) -> PathBuf {
+    pub fn secrets(&self, text: &str) -> std::path::PathBuf {
         use std::os::unix::fs::PermissionsExt;
         let path = self.0.join("secrets.toml");
         std::fs::write(&path, text).unwrap();
@@ -126,20 +121,4 @@ impl ConfigDir {
         let mut sources = moat::serve::config::read(&path).unwrap_or_else(|e| panic!("{e:#}"));
         sources.pop().expect("one plugin")
     }
-}
-
-impl Drop for ConfigDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-/// Loads a plugin from its source, grants and limits as given.
-pub fn load(source: PluginSource) -> Arc<Plugin> {
-    moat_tests::load_granted(
-        &source.name,
-        &source.source.to_string(),
-        source.limits,
-        source.grants,
-    )
 }

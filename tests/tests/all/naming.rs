@@ -3,13 +3,12 @@
 //! served as `x` and `x_simple` both would offer `x_simple_text`.
 
 use std::fs;
-use std::path::PathBuf;
 
 use moat::plugin::registry::Registry;
 use moat::serve::reload::{Loader, Served};
 use moat::supply::PluginSource;
 use moat::supply::source::Source;
-use moat_tests::{engine, plugins};
+use moat_tests::{TempDir, engine, plugins};
 
 fn source(name: &str, wasm: &str) -> PluginSource {
     PluginSource {
@@ -26,13 +25,6 @@ fn owner(registry: &Registry, tool: &str) -> Option<String> {
     registry
         .find(tool)
         .map(|(plugin, _)| plugin.name.to_string())
-}
-
-fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("moat-naming-{name}-{}", std::process::id()));
-    let _ = fs::remove_dir_all(&dir);
-    fs::create_dir_all(&dir).unwrap();
-    dir
 }
 
 /// A moat.toml serving conformance as `x` (if `with_x`) and shapes as `x_simple`, with `extra`.
@@ -86,7 +78,7 @@ fn of_two_plugins_offering_one_name_the_later_is_refused_whole() {
 
 #[test]
 fn on_reload_the_plugin_serving_a_name_keeps_it() {
-    let dir = temp_dir("reload");
+    let dir = TempDir::new("naming-reload");
     let mut loader = Loader::new(engine().clone(), None);
     let served = write_config(&dir, false, "");
     let first = loader.load(&served.sources().unwrap()).unwrap();
@@ -118,7 +110,7 @@ fn on_reload_the_plugin_serving_a_name_keeps_it() {
 
 #[test]
 fn moat_toml_renames_or_hides_a_tool_to_settle_a_clash() {
-    let dir = temp_dir("rules");
+    let dir = TempDir::new("naming-rules");
     let mut loader = Loader::new(engine().clone(), None);
 
     let renamed = "[plugins.x_simple.tools]\nx_simple_text = { name = \"x_simple_shapes_text\" }\n";

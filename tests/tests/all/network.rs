@@ -5,11 +5,11 @@ use std::sync::Arc;
 
 use moat::plugin::Plugin;
 use moat::sandbox::network::Resolver;
-use moat_tests::{plugins, try_call};
+use moat_tests::{load_source, plugins, try_call};
 use rmcp::model::CallToolResult;
 use serde_json::json;
 
-use crate::loopback::{ConfigDir, Server, load, redirect, respond};
+use crate::loopback::{ConfigDir, Server, redirect, respond};
 
 fn text_of(result: &CallToolResult) -> String {
     result
@@ -32,7 +32,7 @@ fn tool_error(outcome: Result<CallToolResult, String>) -> String {
 }
 
 fn hostile_with(dir: &ConfigDir, entry: &str) -> Arc<Plugin> {
-    load(dir.source("hostile", plugins::HOSTILE, "", entry))
+    load_source(dir.source("hostile", plugins::HOSTILE, "", entry))
 }
 
 async fn hello_server() -> Server {
@@ -72,7 +72,7 @@ async fn without_a_grant_the_request_is_denied_by_name() {
     let server = hello_server().await;
     let dir = ConfigDir::new();
     // A component with its own wasi:http bindings loads, and is held to the same rules.
-    let plugin = load(dir.source("wants_http", plugins::WANTS_HTTP, "", ""));
+    let plugin = load_source(dir.source("wants_http", plugins::WANTS_HTTP, "", ""));
     let authority = format!("127.0.0.1:{}", server.port());
     let tool = plugin
         .tools
@@ -143,7 +143,7 @@ async fn a_name_that_resolves_to_loopback_is_refused() {
         vec!["127.0.0.1".parse().unwrap()],
     )]);
     source.grants.network = network.into();
-    let plugin = load(source);
+    let plugin = load_source(source);
     let url = format!("http://rebind.test:{}/", server.port());
     let text = tool_error(try_call(&plugin, "hostile_http_get", json!({ "url": url })).await);
     assert!(
@@ -194,7 +194,7 @@ async fn injected_credentials_reach_the_server_and_never_the_guest() {
     let server = hello_server().await;
     let dir = ConfigDir::new();
     dir.secrets(&format!("API_TOKEN = \"{TOKEN}\"\n"));
-    let plugin = load(dir.source(
+    let plugin = load_source(dir.source(
         "hostile",
         plugins::HOSTILE,
         "secrets = \"secrets.toml\"",
@@ -229,7 +229,7 @@ async fn an_injection_without_a_scheme_never_travels_over_plain_http() {
     let dir = ConfigDir::new();
     dir.secrets(&format!("API_TOKEN = \"{TOKEN}\"\n"));
     // The grant allows plain http to any port; the injection names no scheme, so https only.
-    let plugin = load(dir.source(
+    let plugin = load_source(dir.source(
         "hostile",
         plugins::HOSTILE,
         "secrets = \"secrets.toml\"",

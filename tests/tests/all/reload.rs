@@ -4,24 +4,17 @@
 
 use std::collections::BTreeSet;
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
 use moat::mcp::catalogue::Catalogue;
 use moat::plugin::registry::Registry;
 use moat::serve::reload::{Loader, Outcome, Served};
-use moat_tests::{engine, plugins, structured};
+use moat_tests::{TempDir, engine, plugins, structured};
 use serde_json::json;
 
 /// A fresh folder under the system's temporary folder.
-fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("moat-reload-{name}-{}", std::process::id()));
-    let _ = fs::remove_dir_all(&dir);
-    fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
 fn load(loader: &mut Loader, served: &Served) -> Outcome {
     loader.load(&served.sources().unwrap()).unwrap()
 }
@@ -44,11 +37,11 @@ fn page_size(n: usize) -> std::num::NonZeroUsize {
 
 #[test]
 fn unchanged_plugins_are_reused_changed_ones_compiled_removed_ones_dropped() {
-    let dir = temp_dir("reuse");
+    let dir = TempDir::new("reload-reuse");
     fs::copy(plugins::ECHO, dir.join("echo.wasm")).unwrap();
     fs::copy(plugins::TIME, dir.join("time.wasm")).unwrap();
     let served = Served {
-        paths: vec![dir.clone()],
+        paths: vec![dir.to_path_buf()],
         config: None,
         secrets: None,
     };
@@ -83,7 +76,7 @@ fn unchanged_plugins_are_reused_changed_ones_compiled_removed_ones_dropped() {
 
 #[test]
 fn a_changed_setting_loads_the_plugin_again_with_it() {
-    let dir = temp_dir("settings");
+    let dir = TempDir::new("reload-settings");
     let config = dir.join("moat.toml");
     let entry = |deadline: u32| {
         format!(
@@ -112,7 +105,7 @@ fn a_changed_setting_loads_the_plugin_again_with_it() {
 
 #[test]
 fn a_changed_or_removed_signature_is_admitted_anew() {
-    let dir = temp_dir("signature");
+    let dir = TempDir::new("reload-signature");
     let (public, secret) = crate::trust::key_pair(&dir, "acme");
     let wasm = dir.join("echo.wasm");
     fs::copy(plugins::ECHO, &wasm).unwrap();
@@ -157,10 +150,10 @@ fn a_changed_or_removed_signature_is_admitted_anew() {
 
 #[tokio::test]
 async fn a_bad_file_keeps_the_version_loaded_before() {
-    let dir = temp_dir("bad");
+    let dir = TempDir::new("reload-bad");
     fs::copy(plugins::ECHO, dir.join("echo.wasm")).unwrap();
     let served = Served {
-        paths: vec![dir.clone()],
+        paths: vec![dir.to_path_buf()],
         config: None,
         secrets: None,
     };
@@ -221,7 +214,7 @@ async fn a_bad_file_keeps_the_version_loaded_before() {
 
 #[test]
 fn a_config_that_does_not_parse_is_an_error_naming_the_file_and_line() {
-    let dir = temp_dir("config");
+    let dir = TempDir::new("reload-config");
     let config = dir.join("moat.toml");
     fs::write(
         &config,
@@ -243,11 +236,11 @@ fn a_config_that_does_not_parse_is_an_error_naming_the_file_and_line() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_in_flight_finishes_on_the_plugin_it_started_with() {
-    let dir = temp_dir("in-flight");
+    let dir = TempDir::new("reload-in-flight");
     fs::copy(plugins::CHATTY, dir.join("chatty.wasm")).unwrap();
     fs::copy(plugins::ECHO, dir.join("echo.wasm")).unwrap();
     let served = Served {
-        paths: vec![dir.clone()],
+        paths: vec![dir.to_path_buf()],
         config: None,
         secrets: None,
     };
@@ -310,7 +303,7 @@ fn thousand_tools(dir: &Path) -> Served {
 
 #[test]
 fn a_thousand_tools_are_listed_page_by_page_each_exactly_once() {
-    let dir = temp_dir("thousand");
+    let dir = TempDir::new("reload-thousand");
     let served = thousand_tools(&dir);
     let cache = moat::supply::cache::Cache::open(&dir.join("cache")).unwrap();
     let mut loader = Loader::new(engine().clone(), Some(cache));
@@ -341,12 +334,12 @@ fn a_thousand_tools_are_listed_page_by_page_each_exactly_once() {
 
 #[tokio::test]
 async fn a_cursor_stays_meaningful_across_a_swap() {
-    let dir = temp_dir("cursor");
+    let dir = TempDir::new("reload-cursor");
     fs::copy(plugins::ECHO, dir.join("a.wasm")).unwrap();
     fs::copy(plugins::TIME, dir.join("b.wasm")).unwrap();
     fs::copy(plugins::TEXT, dir.join("c.wasm")).unwrap();
     let served = Served {
-        paths: vec![dir.clone()],
+        paths: vec![dir.to_path_buf()],
         config: None,
         secrets: None,
     };
@@ -385,7 +378,7 @@ async fn a_cursor_stays_meaningful_across_a_swap() {
 
 #[test]
 fn a_plugin_that_could_write_what_decides_its_grants_is_not_loaded() {
-    let dir = temp_dir("protected");
+    let dir = TempDir::new("reload-protected");
     fs::copy(plugins::ECHO, dir.join("echo.wasm")).unwrap();
     fs::create_dir_all(dir.join("data")).unwrap();
     let config = dir.join("moat.toml");
@@ -464,7 +457,7 @@ fn write_secrets(path: &Path, text: &str) {
 /// the grant that now leads through the writer's symlink.
 #[tokio::test]
 async fn a_plugin_cannot_redirect_another_plugins_grant() {
-    let dir = temp_dir("redirect").canonicalize().unwrap();
+    let dir = TempDir::new("reload-redirect").canonicalize().unwrap();
     fs::create_dir_all(dir.join("work/assets")).unwrap();
     fs::write(dir.join("work/assets/logo.txt"), "the logo").unwrap();
     fs::create_dir_all(dir.join("private")).unwrap();
@@ -579,7 +572,7 @@ async fn a_plugin_cannot_redirect_another_plugins_grant() {
 /// plugin again with the new value; one that changes nothing keeps it.
 #[test]
 fn a_changed_secret_reloads_the_plugin() {
-    let dir = temp_dir("secret-change");
+    let dir = TempDir::new("reload-secret-change");
     write_secrets(&dir.join("secrets.toml"), "TOKEN = \"old-token\"\n");
     let config = dir.join("moat.toml");
     fs::write(
@@ -619,7 +612,7 @@ fn a_changed_secret_reloads_the_plugin() {
 
 #[test]
 fn a_plugin_that_could_write_a_served_plugin_file_is_not_loaded() {
-    let dir = temp_dir("plugin-files");
+    let dir = TempDir::new("reload-plugin-files");
     fs::create_dir_all(dir.join("plugins")).unwrap();
     fs::create_dir_all(dir.join("data")).unwrap();
     fs::copy(plugins::ECHO, dir.join("plugins/echo.wasm")).unwrap();

@@ -222,19 +222,11 @@ fn mistakes_moat_refuses_do_not_fit() {
 
 /// Reads `text` as moat would, from a `moat.toml` in a fresh temp folder holding a folder `d`.
 fn moat_reads(text: &str) -> anyhow::Result<Vec<moat::supply::PluginSource>> {
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    static NEXT: AtomicUsize = AtomicUsize::new(0);
-    let dir = std::env::temp_dir().join(format!(
-        "moat-schema-{}-{}",
-        std::process::id(),
-        NEXT.fetch_add(1, Ordering::Relaxed)
-    ));
+    let dir = moat_tests::TempDir::new("schema");
     std::fs::create_dir_all(dir.join("d")).unwrap();
     let path = dir.join("moat.toml");
     std::fs::write(&path, text).unwrap();
-    let read = moat::serve::config::read(&path);
-    std::fs::remove_dir_all(&dir).unwrap();
-    read
+    moat::serve::config::read(&path)
 }
 
 /// Whether the schema takes `value` as the field `key` of a plugin.

@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -16,35 +16,13 @@ use moat::supply::PluginSource;
 use moat::supply::lock::Lock;
 use moat::supply::policy::Policy;
 use moat::supply::source::{Digest, Fetched, Fetcher, OciSource, Progress, Source, Store};
-use moat_tests::{call, engine, plugins, structured};
+use moat_tests::{TempDir, call, engine, plugins, structured};
 
 use crate::trust;
 use serde_json::json;
 
 const ECHO: &str = plugins::ECHO;
 const TEXT: &str = plugins::TEXT;
-
-/// A folder removed when the test ends.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(name: &str) -> Self {
-        let dir = std::env::temp_dir().join(format!(
-            "moat-sources-{name}-{}-{:?}",
-            std::process::id(),
-            std::thread::current().id()
-        ));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        Self(dir)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
@@ -71,7 +49,7 @@ impl TestRegistry {
             "version: 0.1\nlog:\n  level: error\n  accesslog:\n    disabled: true\n\
              storage:\n  filesystem:\n    rootdirectory: {}\n\
              http:\n  addr: 127.0.0.1:{port}\n",
-            dir.0.join("data").display()
+            dir.join("data").display()
         );
         if let Some(user) = user {
             let line = Command::new("htpasswd")
@@ -79,17 +57,17 @@ impl TestRegistry {
                 .output()
                 .expect("htpasswd (apache2-utils) is installed by ./dev test");
             assert!(line.status.success(), "htpasswd failed");
-            std::fs::write(dir.0.join("htpasswd"), line.stdout).unwrap();
+            std::fs::write(dir.join("htpasswd"), line.stdout).unwrap();
             config.push_str(&format!(
                 "auth:\n  htpasswd:\n    realm: moat-test\n    path: {}\n",
-                dir.0.join("htpasswd").display()
+                dir.join("htpasswd").display()
             ));
         }
-        std::fs::write(dir.0.join("config.yml"), config).unwrap();
-        let log = std::fs::File::create(dir.0.join("registry.log")).unwrap();
+        std::fs::write(dir.join("config.yml"), config).unwrap();
+        let log = std::fs::File::create(dir.join("registry.log")).unwrap();
         let child = Command::new("docker-registry")
             .arg("serve")
-            .arg(dir.0.join("config.yml"))
+            .arg(dir.join("config.yml"))
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
@@ -100,7 +78,7 @@ impl TestRegistry {
             assert!(
                 Instant::now() < deadline,
                 "the registry did not start: {}",
-                std::fs::read_to_string(dir.0.join("registry.log")).unwrap_or_default()
+                std::fs::read_to_string(dir.join("registry.log")).unwrap_or_default()
             );
             std::thread::sleep(Duration::from_millis(50));
         }
@@ -164,7 +142,7 @@ fn load(name: &str, source: Source, fetched: Fetched) -> Registry {
 async fn push_then_pull_by_tag_and_by_digest() {
     let registry = TestRegistry::start("roundtrip", None);
     let store = TempDir::new("roundtrip-store");
-    let fetcher = fetcher(&store.0, &[]);
+    let fetcher = fetcher(&store, &[]);
     let tagged = registry.source("moat/echo:1.0");
 
     let pushed = fetcher.push(&tagged, &read(ECHO), None).await.unwrap();
@@ -202,14 +180,14 @@ async fn push_then_pull_by_tag_and_by_digest() {
 }
 
 fn fetcher_for(dir: &TempDir) -> Fetcher {
-    fetcher(&dir.0, &[])
+    fetcher(dir, &[])
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn registry_errors_are_precise() {
     let registry = TestRegistry::start("errors", None);
     let store = TempDir::new("errors-store");
-    let fetcher = fetcher(&store.0, &[]);
+    let fetcher = fetcher(&store, &[]);
     fetcher
         .push(&registry.source("moat/echo:1"), &read(ECHO), None)
         .await
@@ -302,9 +280,7 @@ async fn registry_credentials_come_from_a_docker_config_or_the_environment() {
     let store = TempDir::new("auth-store");
     let source = registry.source("private/echo:1");
 
-    let anonymous = fetcher(&store.0, &[])
-        .push(&source, &read(ECHO), None)
-        .await;
+    let anonymous = fetcher(&store, &[]).push(&source, &read(ECHO), None).await;
     let error = error_of(anonymous);
     assert!(
         error.contains("access denied by 127.0.0.1") && error.contains("no credentials given"),
@@ -312,7 +288,7 @@ async fn registry_credentials_come_from_a_docker_config_or_the_environment() {
     );
 
     let from_env = fetcher(
-        &store.0,
+        &store,
         &[
             ("MOAT_REGISTRY", &registry.host),
             ("MOAT_REGISTRY_USER", "alice"),
@@ -322,7 +298,7 @@ async fn registry_credentials_come_from_a_docker_config_or_the_environment() {
     from_env.push(&source, &read(ECHO), None).await.unwrap();
 
     let wrong = fetcher(
-        &store.0,
+        &store,
         &[
             ("MOAT_REGISTRY", &registry.host),
             ("MOAT_REGISTRY_USER", "alice"),
@@ -337,7 +313,7 @@ async fn registry_credentials_come_from_a_docker_config_or_the_environment() {
 
     // Credentials for another registry are not sent to this one.
     let elsewhere = fetcher(
-        &store.0,
+        &store,
         &[
             ("MOAT_REGISTRY", "registry.example.com"),
             ("MOAT_REGISTRY_USER", "alice"),
@@ -350,12 +326,12 @@ async fn registry_credentials_come_from_a_docker_config_or_the_environment() {
     let docker = TempDir::new("auth-docker");
     let auth = base64::engine::general_purpose::STANDARD.encode("alice:secret");
     std::fs::write(
-        docker.0.join("config.json"),
+        docker.join("config.json"),
         json!({"auths": {(registry.host.clone()): {"auth": auth}}}).to_string(),
     )
     .unwrap();
-    let docker_dir = docker.0.display().to_string();
-    let from_docker = fetcher(&store.0, &[("DOCKER_CONFIG", &docker_dir)]);
+    let docker_dir = docker.display().to_string();
+    let from_docker = fetcher(&store, &[("DOCKER_CONFIG", &docker_dir)]);
     let fetched = from_docker.fetch(&Source::Oci(source)).await.unwrap();
     assert_eq!(fetched.digest, Digest::of(&read(ECHO)));
 }
@@ -365,7 +341,7 @@ async fn a_moved_tag_is_refused_until_relocked() {
     let registry = TestRegistry::start("lock", None);
     let store = TempDir::new("lock-store");
     let config_dir = TempDir::new("lock-config");
-    let fetcher = fetcher(&store.0, &[]);
+    let fetcher = fetcher(&store, &[]);
     let tag = registry.source("moat/tool:stable");
     fetcher.push(&tag, &read(ECHO), None).await.unwrap();
 
@@ -380,8 +356,8 @@ async fn a_moved_tag_is_refused_until_relocked() {
     let (loaded, errors) =
         Registry::load_fetched(engine(), &sources, fetched, None, &Policy::none()).unwrap();
     assert!(errors.is_empty());
-    let lock = loaded.lock(&sources, &config_dir.0).unwrap();
-    let lock_path = config_dir.0.join("moat.lock");
+    let lock = loaded.lock(&sources, &config_dir).unwrap();
+    let lock_path = config_dir.join("moat.lock");
     lock.write(&lock_path).unwrap();
     let lock = Lock::read(&lock_path).unwrap().unwrap();
     assert_eq!(lock.plugins["tool"].digest, Digest::of(&read(ECHO)));
@@ -393,13 +369,13 @@ async fn a_moved_tag_is_refused_until_relocked() {
 
     // Unchanged: it loads.
     let mut fetched = vec![fetcher.fetch(&sources[0].source).await];
-    lock.enforce(&config_dir.0, &sources, &mut fetched);
+    lock.enforce(&config_dir, &sources, &mut fetched);
     assert!(fetched[0].is_ok());
 
     // Someone pushes another component under the same tag: refused, with both digests.
     fetcher.push(&tag, &read(TEXT), None).await.unwrap();
     let mut fetched = vec![fetcher.fetch(&sources[0].source).await];
-    lock.enforce(&config_dir.0, &sources, &mut fetched);
+    lock.enforce(&config_dir, &sources, &mut fetched);
     let error = error_of(fetched.pop().unwrap());
     assert_eq!(
         error,
@@ -414,7 +390,7 @@ async fn a_moved_tag_is_refused_until_relocked() {
     let fetched = vec![fetcher.fetch(&sources[0].source).await];
     let (loaded, _) =
         Registry::load_fetched(engine(), &sources, fetched, None, &Policy::none()).unwrap();
-    let new = loaded.lock(&sources, &config_dir.0).unwrap();
+    let new = loaded.lock(&sources, &config_dir).unwrap();
     let report = lock.report(&new).join("\n");
     assert!(
         report.starts_with("changed  tool:\n  digest   sha256:"),
@@ -472,10 +448,7 @@ async fn start_http_server(
             get(move |headers| serve_file(dated.clone(), headers, "date")),
         )
         .route("/page.wasm", get(|| async { "<html>Sign in</html>" }));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let server = tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    (addr, server)
+    crate::loopback::serve(app).await
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -487,7 +460,7 @@ async fn urls_are_revalidated_and_a_changed_file_is_fetched_again() {
     }));
     let (addr, _server) = start_http_server(served.clone()).await;
     let store = TempDir::new("url-store");
-    let fetcher = fetcher(&store.0, &[]);
+    let fetcher = fetcher(&store, &[]);
 
     for validator in ["etag", "dated"] {
         {
@@ -544,7 +517,7 @@ async fn a_kept_download_serves_while_the_server_is_away() {
     let (addr, server) = start_http_server(served).await;
     let store = TempDir::new("url-offline");
     let source = Source::parse(&format!("http://{addr}/etag/tool.wasm"), Path::new("")).unwrap();
-    fetcher(&store.0, &[]).fetch(&source).await.unwrap();
+    fetcher(&store, &[]).fetch(&source).await.unwrap();
 
     server.abort();
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -553,7 +526,7 @@ async fn a_kept_download_serves_while_the_server_is_away() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     // A new fetcher: no connection kept alive from before.
-    let kept = fetcher(&store.0, &[]).fetch(&source).await.unwrap();
+    let kept = fetcher(&store, &[]).fetch(&source).await.unwrap();
     assert_eq!(kept.digest, Digest::of(&read(ECHO)));
     assert!(
         kept.origin.contains("server was unreachable"),
@@ -562,7 +535,7 @@ async fn a_kept_download_serves_while_the_server_is_away() {
     );
 
     let empty = TempDir::new("url-offline-empty");
-    let error = error_of(fetcher(&empty.0, &[]).fetch(&source).await);
+    let error = error_of(fetcher(&empty, &[]).fetch(&source).await);
     assert!(error.contains(&format!("cannot reach {addr}")), "{error}");
 }
 
@@ -598,7 +571,7 @@ async fn a_trickling_download_is_given_up_at_the_deadline() {
     let addr = start_trickling_server().await;
     let store = TempDir::new("url-trickle");
     let source = Source::parse(&format!("http://{addr}/slow.wasm"), Path::new("")).unwrap();
-    let slow = fetcher(&store.0, &[("MOAT_FETCH_TIMEOUT_SECS", "2")]);
+    let slow = fetcher(&store, &[("MOAT_FETCH_TIMEOUT_SECS", "2")]);
     let started = Instant::now();
     let error = error_of(slow.fetch(&source).await);
     assert!(
@@ -612,7 +585,7 @@ async fn a_trickling_download_is_given_up_at_the_deadline() {
     );
     assert!(error.contains("MOAT_FETCH_TIMEOUT_SECS"), "{error}");
 
-    let bad = fetcher(&store.0, &[("MOAT_FETCH_TIMEOUT_SECS", "soon")]);
+    let bad = fetcher(&store, &[("MOAT_FETCH_TIMEOUT_SECS", "soon")]);
     let error = error_of(bad.fetch(&source).await);
     assert!(
         error.contains("MOAT_FETCH_TIMEOUT_SECS=\"soon\""),
@@ -623,10 +596,10 @@ async fn a_trickling_download_is_given_up_at_the_deadline() {
 #[test]
 fn a_folder_is_every_component_in_it() {
     let dir = TempDir::new("folder");
-    std::fs::copy(ECHO, dir.0.join("echo.wasm")).unwrap();
-    std::fs::copy(TEXT, dir.0.join("text-tools.wasm")).unwrap();
-    std::fs::write(dir.0.join("README.md"), "not a plugin").unwrap();
-    let sources = moat::serve::config::sources_from_args(&[dir.0.display().to_string()]).unwrap();
+    std::fs::copy(ECHO, dir.join("echo.wasm")).unwrap();
+    std::fs::copy(TEXT, dir.join("text-tools.wasm")).unwrap();
+    std::fs::write(dir.join("README.md"), "not a plugin").unwrap();
+    let sources = moat::serve::config::sources_from_args(&[dir.display().to_string()]).unwrap();
     let names: Vec<&str> = sources.iter().map(|s| s.name.as_str()).collect();
     assert_eq!(names, ["echo", "text_tools"]);
     let (registry, errors) = Registry::load(engine(), &sources).unwrap();
@@ -653,10 +626,7 @@ async fn start_file_server(files: Files) -> SocketAddr {
             ),
         )
         .with_state(files);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    addr
+    crate::loopback::serve(app).await.0
 }
 
 /// Loads a fetched `echo` under `policy`: the publisher it was admitted as, or why not.
@@ -690,8 +660,8 @@ fn signature_of(wasm: &Path, secret: &Path) -> String {
 
 /// In a fresh folder: `echo` signed by "acme", a signature of other bytes by the same key, and
 /// a policy that admits only plugins acme signed.
-fn signed_echo(name: &str) -> (PathBuf, String, String, Policy) {
-    let dir = trust::temp_dir(name);
+fn signed_echo(name: &str) -> (TempDir, String, String, Policy) {
+    let dir = TempDir::new(&format!("trust-{name}"));
     let (public, secret) = trust::key_pair(&dir, "acme");
     let echo = dir.join("echo.wasm");
     std::fs::copy(ECHO, &echo).unwrap();
@@ -724,7 +694,7 @@ async fn a_signature_published_beside_a_url_is_verified() {
     signature_at("mismatched", Some((StatusCode::OK, &other)));
     let addr = start_file_server(files.clone()).await;
     let store = TempDir::new("url-signed-store");
-    let fetcher = fetcher(&store.0, &[]);
+    let fetcher = fetcher(&store, &[]);
     let source = |folder: &str| {
         Source::parse(&format!("http://{addr}/{folder}/echo.wasm"), Path::new("")).unwrap()
     };
@@ -764,7 +734,7 @@ async fn a_signature_pushed_with_an_artifact_is_verified_after_a_pull() {
     let (dir, signature, other, policy) = signed_echo("oci-signed");
     let registry = TestRegistry::start("signed", None);
     let store = TempDir::new("oci-signed-store");
-    let fetcher = fetcher(&store.0, &[]);
+    let fetcher = fetcher(&store, &[]);
     let tags =
         ["signed", "unsigned", "mismatched"].map(|t| registry.source(&format!("acme/echo:{t}")));
     let [signed, unsigned, mismatched] = &tags;
@@ -810,11 +780,11 @@ async fn a_kept_pull_serves_while_the_registry_is_away() {
     let registry = TestRegistry::start("offline", None);
     let store = TempDir::new("oci-offline-store");
     let tag = registry.source("acme/echo:1");
-    let pushed = fetcher(&store.0, &[])
+    let pushed = fetcher(&store, &[])
         .push(&tag, &read(ECHO), Some(&signature))
         .await
         .unwrap();
-    fetcher(&store.0, &[])
+    fetcher(&store, &[])
         .fetch(&Source::Oci(tag.clone()))
         .await
         .unwrap();
@@ -826,7 +796,7 @@ async fn a_kept_pull_serves_while_the_registry_is_away() {
         assert!(Instant::now() < deadline, "the registry did not stop");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    let kept = fetcher(&store.0, &[])
+    let kept = fetcher(&store, &[])
         .fetch(&Source::Oci(tag.clone()))
         .await
         .unwrap();
@@ -842,7 +812,7 @@ async fn a_kept_pull_serves_while_the_registry_is_away() {
     assert_eq!(admitted, Ok(Some("acme".into())));
 
     let empty = TempDir::new("oci-offline-empty");
-    let error = error_of(fetcher(&empty.0, &[]).fetch(&Source::Oci(tag)).await);
+    let error = error_of(fetcher(&empty, &[]).fetch(&Source::Oci(tag)).await);
     assert!(
         error.contains(&format!("cannot reach the registry {host}")),
         "{error}"

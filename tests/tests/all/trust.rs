@@ -13,17 +13,10 @@ use moat::supply::PluginSource;
 use moat::supply::cache::Cache;
 use moat::supply::policy::Policy;
 use moat::supply::source::Source;
-use moat_tests::{call, engine, plugins, structured, text};
+use moat_tests::{TempDir, call, engine, plugins, structured, text};
 use serde_json::json;
 
 /// A fresh folder for one test.
-pub(crate) fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("moat-trust-{name}-{}", std::process::id()));
-    let _ = fs::remove_dir_all(&dir);
-    fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
 /// Runs the `minisign` tool, failing the test with its output if it fails.
 pub(crate) fn minisign(args: &[&str]) -> String {
     let output = Command::new("minisign")
@@ -105,7 +98,7 @@ pub(crate) fn signing_policy(acme_public: &Path) -> Policy {
 
 #[test]
 fn a_signature_by_the_minisign_tool_loads_every_time_and_only_while_it_matches() {
-    let dir = temp_dir("tool-signed");
+    let dir = TempDir::new("trust-tool-signed");
     let (public, secret) = key_pair(&dir, "acme");
     let wasm = notes_copy(&dir);
     minisign(&[
@@ -165,7 +158,7 @@ fn a_signature_by_the_minisign_tool_loads_every_time_and_only_while_it_matches()
 
 #[test]
 fn moat_sign_makes_signatures_the_minisign_tool_accepts() {
-    let dir = temp_dir("moat-signed");
+    let dir = TempDir::new("trust-moat-signed");
     let (public, secret) = key_pair(&dir, "acme");
     let wasm = notes_copy(&dir);
     let written = moat::supply::signing::sign_file(&secret, &wasm).unwrap();
@@ -187,7 +180,7 @@ fn moat_sign_makes_signatures_the_minisign_tool_accepts() {
 
 #[test]
 fn a_signature_by_a_key_the_policy_does_not_name_is_refused() {
-    let dir = temp_dir("stranger");
+    let dir = TempDir::new("trust-stranger");
     let (public, _) = key_pair(&dir, "acme");
     let (stranger_public, stranger_secret) = key_pair(&dir, "stranger");
     let wasm = notes_copy(&dir);
@@ -213,7 +206,7 @@ fn a_signature_by_a_key_the_policy_does_not_name_is_refused() {
 
 #[test]
 fn allow_rules_admit_by_name_and_digest_and_say_why_not() {
-    let dir = temp_dir("rules");
+    let dir = TempDir::new("trust-rules");
     let wasm = notes_copy(&dir);
     let digest = moat::supply::source::Digest::of(&fs::read(&wasm).unwrap()).to_string();
 
@@ -263,7 +256,7 @@ fn allow_rules_admit_by_name_and_digest_and_say_why_not() {
 
 #[tokio::test]
 async fn the_plugin_runs_with_request_grant_and_ceiling_intersected() {
-    let dir = temp_dir("effective");
+    let dir = TempDir::new("trust-effective");
     let notes = dir.join("notes");
     let other = dir.join("other");
     fs::create_dir_all(&notes).unwrap();

@@ -4,10 +4,10 @@
 use std::sync::Arc;
 
 use moat::plugin::Plugin;
-use moat_tests::{plugins, structured, try_call};
+use moat_tests::{load_source, plugins, structured, try_call};
 use serde_json::{Value, json};
 
-use crate::loopback::{ConfigDir, Server, load, respond};
+use crate::loopback::{ConfigDir, Server, respond};
 
 const CURRENT: &str = r#"{"latitude":52.52,"longitude":13.42,"timezone":"Europe/Berlin",
   "current_units":{"temperature_2m":"°C"},
@@ -40,7 +40,7 @@ async fn api() -> Server {
 }
 
 fn weather_plugin(dir: &ConfigDir, server: &Server) -> Arc<Plugin> {
-    load(dir.source(
+    load_source(dir.source(
         "weather",
         plugins::WEATHER,
         "",
@@ -143,7 +143,7 @@ async fn bad_places_and_api_errors_are_clear() {
     );
 
     // Without the grant, the default public API is out of reach, and moat says so.
-    let ungranted = load(dir.source("weather", plugins::WEATHER, "", ""));
+    let ungranted = load_source(dir.source("weather", plugins::WEATHER, "", ""));
     let result = try_call(
         &ungranted,
         "weather_current",
