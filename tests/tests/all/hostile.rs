@@ -776,11 +776,19 @@ impl FdWatcher {
     }
 }
 
-/// Resets the process's peak resident memory (Linux's `VmHWM`) and returns the current resident
-/// memory, in bytes; `None` where that cannot be done.
-/// How much more than `max_mb` the host's memory grew during `what`, if it did.
-fn growth_problem(max_mb: Option<u64>, before: Option<u64>, what: &str) -> Option<String> {
-    let (mb, before, peak) = (max_mb?, before?, peak_rss()?);
+/// How much more than `max_mb` the host's memory grew during `what`, if it did. A bound that
+/// cannot be measured is a problem too, not a pass: the case would prove nothing.
+fn growth_problem(max_mb: Option<u64>, before: Result<u64, String>, what: &str) -> Option<String> {
+    let mb = max_mb?;
+    let (before, peak) = match before.and_then(|before| Ok((before, peak_rss()?))) {
+        Ok(measured) => measured,
+        Err(e) => {
+            return Some(format!(
+                "the host's memory growth during {what} must stay under {mb} MiB, but it cannot \
+                 be measured: {e}"
+            ));
+        }
+    };
     let growth = peak.saturating_sub(before) >> 20;
     (growth > mb).then(|| {
         format!(
@@ -789,26 +797,37 @@ fn growth_problem(max_mb: Option<u64>, before: Option<u64>, what: &str) -> Optio
     })
 }
 
-fn reset_peak_rss() -> Option<u64> {
-    std::fs::write("/proc/self/clear_refs", "5").ok()?;
-    proc_status_bytes("VmRSS:")
+/// Resets the process's peak resident memory (Linux's `VmHWM`) and returns the current resident
+/// memory, in bytes; or why that cannot be done.
+fn reset_peak_rss() -> Result<u64, String> {
+    std::fs::write("/proc/self/clear_refs", "5")
+        .map_err(|e| format!("resetting the peak through /proc/self/clear_refs failed: {e}"))?;
+    let (rss, peak) = (proc_status_bytes("VmRSS:")?, peak_rss()?);
+    // A kernel that takes the write but keeps the old peak would blame the call for it.
+    if peak > rss + (16 << 20) {
+        return Err(format!(
+            "/proc/self/clear_refs did not reset the peak ({} MiB, while {} MiB are resident)",
+            peak >> 20,
+            rss >> 20
+        ));
+    }
+    Ok(rss)
 }
 
 /// The process's peak resident memory since [`reset_peak_rss`], in bytes.
-fn peak_rss() -> Option<u64> {
+fn peak_rss() -> Result<u64, String> {
     proc_status_bytes("VmHWM:")
 }
 
-fn proc_status_bytes(field: &str) -> Option<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with(field))?;
-    let kib: u64 = line[field.len()..]
-        .trim()
-        .strip_suffix("kB")?
-        .trim()
-        .parse()
-        .ok()?;
-    Some(kib << 10)
+fn proc_status_bytes(field: &str) -> Result<u64, String> {
+    let status = std::fs::read_to_string("/proc/self/status")
+        .map_err(|e| format!("reading /proc/self/status failed: {e}"))?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(field))
+        .and_then(|kib| kib.trim().strip_suffix("kB")?.trim().parse::<u64>().ok())
+        .map(|kib| kib << 10)
+        .ok_or_else(|| format!("no {field} in kB in /proc/self/status"))
 }
 
 fn expand_toml(value: toml::Value, fixture: &Fixture, ports: Ports) -> toml::Value {
