@@ -111,9 +111,25 @@ impl Registry {
             plugin.admission = admitted;
             Ok(plugin)
         };
+        // A plugin's bytes go through parsers moat does not own (wasmparser, wit-parser,
+        // wasmtime); one that panics on them refuses that plugin, never the load of the others.
+        let contained = |source: &PluginSource, fetched| {
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| load(source, fetched)))
+                .unwrap_or_else(|panic| {
+                    let why = panic
+                        .downcast_ref::<&str>()
+                        .map(|s| s.to_string())
+                        .or_else(|| panic.downcast_ref::<String>().cloned())
+                        .unwrap_or_default();
+                    Err(anyhow::anyhow!(
+                        "plugin \"{}\" is not loaded: reading it failed inside moat ({why})",
+                        source.name
+                    ))
+                })
+        };
         let results = crate::parallel::map(
             sources.iter().zip(fetched).collect(),
-            |(source, fetched)| load(source, fetched),
+            |(source, fetched)| contained(source, fetched),
         );
 
         let mut plugins = Vec::new();

@@ -14,6 +14,14 @@ use wit_parser::{
     Function, InterfaceId, PackageId, Resolve, Type, TypeDef, TypeDefKind, WorldItem, WorldKey,
 };
 
+/// Decodes a WIT package that a plugin carries. wit-parser's decoder asserts on some malformed
+/// packages instead of returning an error (found by the `metadata` fuzz target); the bytes are
+/// the plugin's, so such a panic is the plugin's malformed section, not a failure of moat's.
+pub fn decode_untrusted(section: &[u8]) -> Result<DecodedWasm> {
+    std::panic::catch_unwind(|| decode(section))
+        .unwrap_or_else(|_| bail!("the WIT package is malformed (its decoder gave up on it)"))
+}
+
 /// The name of the custom section the guest SDK writes.
 pub const WIT_SECTION: &str = "moat:wit";
 
@@ -30,7 +38,7 @@ impl PluginDocs {
         let Some(section) = find_custom_section(wasm, WIT_SECTION)? else {
             return Ok(None);
         };
-        match decode(section).context("decoding the embedded WIT package")? {
+        match decode_untrusted(section).context("decoding the embedded WIT package")? {
             DecodedWasm::WitPackage(resolve, package) => Ok(Some(Self { resolve, package })),
             DecodedWasm::Component(..) => bail!("the `{WIT_SECTION}` section holds no WIT package"),
         }

@@ -39,6 +39,48 @@ fn it_carries_no_docs() {
     assert!(PluginDocs::from_component(&wasm).unwrap().is_none());
 }
 
+/// The plugin with `section` appended as its `moat:wit` custom section.
+fn with_wit_section(section: &[u8]) -> Vec<u8> {
+    let mut payload = vec![moat::wit::docs::WIT_SECTION.len() as u8];
+    payload.extend_from_slice(moat::wit::docs::WIT_SECTION.as_bytes());
+    payload.extend_from_slice(section);
+    let mut wasm = read_wasm(plugins::FOREIGN.as_ref()).unwrap();
+    wasm.push(0); // a custom section
+    let mut size = payload.len();
+    loop {
+        let byte = (size & 0x7f) as u8;
+        size >>= 7;
+        wasm.push(if size == 0 { byte } else { byte | 0x80 });
+        if size == 0 {
+            break;
+        }
+    }
+    wasm.extend(payload);
+    wasm
+}
+
+#[test]
+fn a_wit_section_that_panics_its_decoder_is_a_malformed_one() {
+    // Found by the `metadata` fuzz target (its first byte picks the section): wit-parser's
+    // decoder asserts on this package instead of returning an error. moat reads it as any
+    // malformed section: an error for the docs, and the plugin loads with generated ones.
+    let crash = include_bytes!("../../../fuzz/corpus/metadata/wit-decoder-panic");
+    let wasm = with_wit_section(&crash[1..]);
+    let error = PluginDocs::from_component(&wasm)
+        .err()
+        .expect("a malformed section");
+    assert!(format!("{error:#}").contains("malformed"), "{error:#}");
+
+    let dir = moat_tests::TempDir::new("foreign-bad-wit");
+    let path = dir.join("foreign.wasm");
+    std::fs::write(&path, &wasm).unwrap();
+    let plugin = load("foreign", path.to_str().unwrap());
+    assert_eq!(
+        tool(&plugin, "foreign_add").description,
+        r#"Calls `add` of the plugin "foreign"."#
+    );
+}
+
 #[tokio::test]
 async fn every_function_is_a_tool_with_a_generated_description() {
     let foreign = foreign();
