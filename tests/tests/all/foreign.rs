@@ -61,24 +61,30 @@ fn with_wit_section(section: &[u8]) -> Vec<u8> {
 
 #[test]
 fn a_wit_section_that_panics_its_decoder_is_a_malformed_one() {
-    // Found by the `metadata` fuzz target (its first byte picks the section): wit-parser's
-    // decoder asserts on this package instead of returning an error. moat reads it as any
-    // malformed section: an error for the docs, and the plugin loads with generated ones.
-    let crash = include_bytes!("../../../fuzz/corpus/metadata/wit-decoder-panic");
-    let wasm = with_wit_section(&crash[1..]);
-    let error = PluginDocs::from_component(&wasm)
-        .err()
-        .expect("a malformed section");
-    assert!(format!("{error:#}").contains("malformed"), "{error:#}");
+    // Found by the `metadata` fuzz target (its first byte picks the section): wit-parser asserts
+    // on these packages (in its decoder, and in the resolve it builds) instead of returning an
+    // error. moat reads them as any malformed section: an error for the docs, and the plugin
+    // loads with generated ones.
+    let crashes: [&[u8]; 2] = [
+        include_bytes!("../../../fuzz/corpus/metadata/wit-decoder-panic"),
+        include_bytes!("../../../fuzz/corpus/metadata/wit-resolve-panic"),
+    ];
+    for crash in crashes {
+        let wasm = with_wit_section(&crash[1..]);
+        let error = PluginDocs::from_component(&wasm)
+            .err()
+            .expect("a malformed section");
+        assert!(format!("{error:#}").contains("malformed"), "{error:#}");
 
-    let dir = moat_tests::TempDir::new("foreign-bad-wit");
-    let path = dir.join("foreign.wasm");
-    std::fs::write(&path, &wasm).unwrap();
-    let plugin = load("foreign", path.to_str().unwrap());
-    assert_eq!(
-        tool(&plugin, "foreign_add").description,
-        r#"Calls `add` of the plugin "foreign"."#
-    );
+        let dir = moat_tests::TempDir::new("foreign-bad-wit");
+        let path = dir.join("foreign.wasm");
+        std::fs::write(&path, &wasm).unwrap();
+        let plugin = load("foreign", path.to_str().unwrap());
+        assert_eq!(
+            tool(&plugin, "foreign_add").description,
+            r#"Calls `add` of the plugin "foreign"."#
+        );
+    }
 }
 
 #[tokio::test]
