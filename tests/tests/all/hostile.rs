@@ -165,6 +165,11 @@ struct Expect {
     max_handles: Option<usize>,
     /// The most moat may write to its own log for the plugin during the call, in KiB.
     max_log_kb: Option<u64>,
+    /// Host paths (`{root}` and the ports filled in) that must exist before the call: the
+    /// control that a guest's "No such file or directory" is moat hiding a real file, not a
+    /// path that names nothing.
+    #[serde(default)]
+    exists_on_host: Vec<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -549,7 +554,14 @@ async fn run_case(
         .map(|f| f.host.clone())
         .collect();
     let before = fixture.snapshot(&writable);
-    let mut problems = Vec::new();
+    let mut problems: Vec<String> = case
+        .expect
+        .exists_on_host
+        .iter()
+        .map(|path| fixture.expand(path, ports))
+        .filter(|path| !Path::new(path).exists())
+        .map(|path| format!("{path} does not exist on the host: the case would prove nothing"))
+        .collect();
 
     let plugin: Arc<Plugin> = if case.expect.kind == Kind::LoadError {
         // Loaded beside a well-behaved plugin, which must load and work all the same.
