@@ -84,6 +84,12 @@ async fn now_is_the_host_time() {
 
     let fixed = ok(&time, "time_now", json!({"timezone": "+05:30"})).await;
     assert_eq!(fixed["timezone"], "+05:30");
+    // The offset itself, and the host's instant: with both, `assert_consistent` proves the wall
+    // clock is five and a half hours ahead of UTC.
+    assert_eq!(fixed["utc-offset"], "+05:30");
+    assert_eq!(fixed["dst"], false);
+    let unix = fixed["unix-seconds"].as_i64().unwrap();
+    assert!((unix - host).abs() < 60, "{unix} is not close to {host}");
     assert_consistent(&fixed);
 }
 
