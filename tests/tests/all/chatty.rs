@@ -250,7 +250,10 @@ async fn an_output_flood_is_cut_off() {
     let error = try_call(&strict, "chatty_shout", json!({"out": flood, "err": ""}))
         .await
         .expect_err("writing past the output limit must fail");
+    // The guest's write to stdout is what failed (its `expect` panics), with the closed pipe.
     assert!(error.contains("crashed"), "{error}");
+    assert!(error.contains("writing stdout: "), "{error}");
+    assert!(error.contains("Broken pipe"), "{error}");
     // Within the limit, the same tool succeeds.
     let result = call(&strict, "chatty_shout", json!({"out": "ok", "err": "ok"})).await;
     assert_eq!(structured(&result), &json!({"value": "done"}));
