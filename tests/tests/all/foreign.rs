@@ -60,21 +60,26 @@ fn with_wit_section(section: &[u8]) -> Vec<u8> {
 }
 
 #[test]
-fn a_wit_section_that_panics_its_decoder_is_a_malformed_one() {
+fn a_wit_section_that_breaks_its_decoder_is_a_malformed_one() {
     // Found by the `metadata` fuzz target (its first byte picks the section): wit-parser asserts
-    // on these packages (in its decoder, and in the resolve it builds) instead of returning an
-    // error. moat reads them as any malformed section: an error for the docs, and the plugin
+    // on the first two packages (in its decoder, and in the resolve it builds) instead of
+    // returning an error. moat reads them as any malformed section: an error for the docs, and the plugin
     // loads with generated ones.
-    let crashes: [&[u8]; 2] = [
+    // The third claims sections far longer than itself, which wit-parser allocated up front.
+    let crashes: [&[u8]; 3] = [
         include_bytes!("../../../fuzz/corpus/metadata/wit-decoder-panic"),
         include_bytes!("../../../fuzz/corpus/metadata/wit-resolve-panic"),
+        include_bytes!("../../../fuzz/corpus/metadata/wit-huge-section"),
     ];
     for crash in crashes {
         let wasm = with_wit_section(&crash[1..]);
         let error = PluginDocs::from_component(&wasm)
             .err()
             .expect("a malformed section");
-        assert!(format!("{error:#}").contains("malformed"), "{error:#}");
+        assert!(
+            format!("{error:#}").contains("the WIT package is malformed"),
+            "{error:#}"
+        );
 
         let dir = moat_tests::TempDir::new("foreign-bad-wit");
         let path = dir.join("foreign.wasm");
