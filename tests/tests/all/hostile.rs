@@ -301,6 +301,7 @@ fn plugin_path(crate_name: &str) -> &'static str {
         "hostile" => plugins::HOSTILE,
         "wants-http" => plugins::WANTS_HTTP,
         "amplify" => plugins::AMPLIFY,
+        "multi-memory" => crate::handmade::multi_memory(),
         other => panic!("no plugin crate {other} in the hostile suite"),
     }
 }

@@ -9,6 +9,7 @@ mod fetch;
 mod filesystem;
 mod foreign;
 mod fuel;
+mod handmade;
 mod hostile;
 mod instances;
 mod layers;
