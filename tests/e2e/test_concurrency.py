@@ -41,12 +41,18 @@ async def test_interleaved_calls_get_their_own_results(served: Served) -> None:
 
 
 async def test_a_call_the_client_abandons_does_not_block_the_connection(served: Served) -> None:
+    cancelled = served.stderr().count("call cancelled by the client")
     started = time.monotonic()
     # The client gives up after 50 ms and sends notifications/cancelled.
     with pytest.raises(MCPError) as raised:
         await served.client.call_tool("chatty_spin", {}, read_timeout_seconds=0.05)
     assert raised.value.code == types.REQUEST_TIMEOUT
     assert time.monotonic() - started < 1
+    # moat stopped the call when told, rather than letting it spin to its deadline.
+    await served.wait_for(
+        lambda: served.stderr().count("call cancelled by the client") > cancelled,
+        "moat logging the abandoned call as cancelled",
+    )
 
     result = await served.client.call_tool("echo_echo", {"message": "next"})
     assert result.structured_content == {"value": "next"}

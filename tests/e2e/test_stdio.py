@@ -140,9 +140,12 @@ def test_a_cancelled_call_is_stopped(raw_chatty: RawServer) -> None:
 
 def test_a_cancelled_call_gets_no_response(raw_chatty: RawServer) -> None:
     # MCP: the receiver of notifications/cancelled SHOULD NOT answer the cancelled request.
-    request = call(raw_chatty, "chatty_spin", {})
+    cancelled = raw_chatty.stderr().count("call cancelled by the client")
+    request = call(raw_chatty, "chatty_spin", {})  # default deadline: 30 s
     time.sleep(0.1)
     raw_chatty.notify("notifications/cancelled", {"requestId": request, "reason": "test"})
+    # No answer could also mean the call still spins: moat must have stopped it.
+    wait_for_stderr(raw_chatty, "call cancelled by the client", cancelled + 1)
     time.sleep(0.3)
     messages = raw_chatty.until_response(raw_chatty.start_request("ping"))
     assert [m for m in messages if m.get("id") == request] == []
