@@ -214,23 +214,53 @@ mod tests {
         assert_eq!(canonical_json(&a), canonical_json(&b));
     }
 
+    /// moat's own log, caught for a test to read.
+    #[derive(Clone, Default)]
+    struct Caught(std::sync::Arc<Mutex<Vec<u8>>>);
+
+    impl Write for Caught {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(bytes);
+            Ok(bytes.len())
+        }
+
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
     #[test]
     fn a_failed_write_is_only_logged() {
-        // Every write to /dev/full fails (ENOSPC).
+        let caught = Caught::default();
+        let writer = caught.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(move || writer.clone())
+            .with_ansi(false)
+            .finish();
+        // Every write to /dev/full fails (ENOSPC): `record` returns as usual, and says so in
+        // moat's log.
         let log = AuditLog::open(Path::new("/dev/full"), false).unwrap();
-        log.record(Call {
-            client_claimed: None,
-            session: None,
-            session_claimed: None,
-            plugin: None,
-            digest: None,
-            tool: "x",
-            arguments: None,
-            duration: Duration::ZERO,
-            outcome: Outcome::UnknownTool,
-            error: None,
-            denied: vec![],
+        tracing::subscriber::with_default(subscriber, || {
+            log.record(Call {
+                client_claimed: None,
+                session: None,
+                session_claimed: None,
+                plugin: None,
+                digest: None,
+                tool: "x",
+                arguments: None,
+                duration: Duration::ZERO,
+                outcome: Outcome::UnknownTool,
+                error: None,
+                denied: vec![],
+            })
         });
+        let logged = String::from_utf8(caught.0.lock().unwrap().clone()).unwrap();
+        assert!(
+            logged.contains("ERROR")
+                && logged.contains("could not write to the audit log /dev/full: No space left"),
+            "{logged:?}"
+        );
     }
 
     #[test]
