@@ -1,4 +1,5 @@
-//! MCP over Streamable HTTP at `/mcp`, serving the same registry as stdio.
+//! MCP over Streamable HTTP at `/mcp`, serving the same registry as stdio, with `/healthz` and
+//! `/readyz` beside it for whatever watches the process.
 //!
 //! Safe defaults for a server on a developer's machine: moat binds where it is told (the CLI
 //! defaults to 127.0.0.1), accepts only loopback `Host` headers (DNS rebinding), refuses any
@@ -18,6 +19,7 @@ use axum::extract::Request;
 use axum::http::{Method, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
+use axum::routing::get;
 use rmcp::model::ClientJsonRpcMessage;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
@@ -73,15 +75,40 @@ pub fn router(catalogue: Catalogue, shutdown: CancellationToken) -> axum::Router
     // A 2026-07-28 answer with nothing before it goes out as plain JSON; a call that reports
     // progress or logs streams as SSE. Legacy sessions always stream.
     config.json_response = true;
-    config.cancellation_token = shutdown;
+    config.cancellation_token = shutdown.clone();
+    let served = catalogue.clone();
     let service = StreamableHttpService::new(
-        move || Ok(MoatServer::new(catalogue.clone())),
+        move || Ok(MoatServer::new(served.clone())),
         Arc::new(LocalSessionManager::default()),
         config,
     );
     axum::Router::new()
         .nest_service("/mcp", service)
+        .route("/healthz", get(|| async { "ok\n" }))
+        .route(
+            "/readyz",
+            get(move || std::future::ready(readiness(&catalogue, &shutdown))),
+        )
         .layer(middleware::from_fn(check_message))
+}
+
+/// `/readyz`: 200 with the number of plugins and tools served while moat serves (it listens only
+/// once its plugins are loaded), 503 once it is shutting down, so a load balancer stops sending
+/// it requests before it stops answering them. `/healthz` only says the process answers.
+fn readiness(catalogue: &Catalogue, shutdown: &CancellationToken) -> Response {
+    if shutdown.is_cancelled() {
+        return (StatusCode::SERVICE_UNAVAILABLE, "shutting down\n").into_response();
+    }
+    let registry = catalogue.current();
+    let body = json!({
+        "plugins": registry.plugins().len(),
+        "tools": registry.tools().count(),
+    });
+    (
+        [(header::CONTENT_TYPE, "application/json")],
+        body.to_string(),
+    )
+        .into_response()
 }
 
 /// Answers a JSON POST whose body is not a single JSON-RPC message as JSON-RPC says, answers a

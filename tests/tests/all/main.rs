@@ -10,6 +10,7 @@ mod filesystem;
 mod foreign;
 mod fuel;
 mod handmade;
+mod health;
 mod hostile;
 mod instances;
 mod layers;
