@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from mcp import Client
+from mcp.shared.exceptions import MCPError
 from support import MODES, free_port, wait_for_port
 
 INITIALIZE = {
@@ -98,3 +99,42 @@ def test_an_oversized_body_is_refused(http_url: str) -> None:
     big = dict(INITIALIZE, params=dict(INITIALIZE["params"], padding="x" * (5 << 20)))
     status, _ = post(http_url, json.dumps(big).encode())
     assert status == 413
+
+
+def metrics(http_url: str) -> dict[str, float]:
+    """moat's `/metrics`, sample by sample: `name{labels}` → value."""
+    url = http_url.removesuffix("/mcp") + "/metrics"
+    with urllib.request.urlopen(url, timeout=30) as response:
+        assert response.headers["content-type"].startswith("application/openmetrics-text")
+        text = response.read().decode()
+    assert text.endswith("# EOF\n"), text[-200:]
+    samples = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            series, value = line.rsplit(" ", 1)
+            samples[series] = float(value)
+    return samples
+
+
+async def test_calls_are_counted_in_the_metrics_by_plugin_tool_and_outcome(http_url: str) -> None:
+    before = metrics(http_url)
+    async with Client(http_url, mode=MODES[0], read_timeout_seconds=30) as client:
+        await client.call_tool("echo_repeat", {"message": "m", "times": 1})
+        await client.call_tool("echo_repeat", {"message": "m", "times": -1})
+        await client.call_tool("chatty_crash", {"message": "counted"})
+        with pytest.raises(MCPError, match="unknown tool"):
+            await client.call_tool("no_such_tool_named_by_the_client", {})
+    after = metrics(http_url)
+
+    def grew(series: str) -> float:
+        return after.get(series, 0) - before.get(series, 0)
+
+    assert grew('moat_calls_total{plugin="echo",tool="echo_repeat",outcome="ok"}') == 1
+    assert grew('moat_calls_total{plugin="echo",tool="echo_repeat",outcome="invalid_arguments"}') == 1
+    assert grew('moat_calls_total{plugin="chatty",tool="chatty_crash",outcome="trap"}') == 1
+    # A name only the client made up is counted without it: the series cannot grow unbounded.
+    assert grew('moat_calls_total{plugin="",tool="",outcome="unknown_tool"}') == 1
+    assert not any("no_such_tool" in series for series in after)
+    assert grew('moat_call_duration_seconds_count{plugin="echo",tool="echo_repeat"}') == 2
+    assert after["moat_plugins_loaded"] == 2
+    assert after["moat_tools_served"] >= 2

@@ -60,6 +60,25 @@ pub enum Outcome {
     UnknownTool,
 }
 
+impl Outcome {
+    /// The name the audit log and the metrics give it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Ok => "ok",
+            Outcome::ToolError => "tool_error",
+            Outcome::InvalidArguments => "invalid_arguments",
+            Outcome::Trap => "trap",
+            Outcome::Deadline => "deadline",
+            Outcome::OutOfFuel => "out_of_fuel",
+            Outcome::BadResult => "bad_result",
+            Outcome::Busy => "busy",
+            Outcome::SetupError => "setup_error",
+            Outcome::Cancelled => "cancelled",
+            Outcome::UnknownTool => "unknown_tool",
+        }
+    }
+}
+
 /// One call, as it is written.
 #[derive(Debug, Serialize)]
 pub struct Record<'a> {

@@ -20,6 +20,7 @@ use rmcp::service::{Peer, SubscriptionContext};
 use tokio::sync::watch;
 
 use crate::mcp::audit::AuditLog;
+use crate::mcp::metrics::Metrics;
 use crate::plugin::registry::Registry;
 use crate::plugin::{Plugin, Tool};
 
@@ -43,6 +44,8 @@ struct Inner {
     sessions: Mutex<Vec<Peer<RoleServer>>>,
     /// Where every call is recorded, whatever registry served it.
     audit: Option<Arc<AuditLog>>,
+    /// What every call counts towards.
+    metrics: Metrics,
 }
 
 /// One page of `tools/list`.
@@ -70,8 +73,14 @@ impl Catalogue {
                 page_size,
                 sessions: Mutex::new(Vec::new()),
                 audit,
+                metrics: Metrics::default(),
             }),
         }
+    }
+
+    /// The series every call counts towards.
+    pub fn metrics(&self) -> &Metrics {
+        &self.inner.metrics
     }
 
     /// The audit log calls are recorded in, if any.

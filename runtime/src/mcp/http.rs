@@ -1,5 +1,5 @@
-//! MCP over Streamable HTTP at `/mcp`, serving the same registry as stdio, with `/healthz` and
-//! `/readyz` beside it for whatever watches the process.
+//! MCP over Streamable HTTP at `/mcp`, serving the same registry as stdio, with `/healthz`,
+//! `/readyz` and `/metrics` (Prometheus) beside it for whatever watches the process.
 //!
 //! Safe defaults for a server on a developer's machine: moat binds where it is told (the CLI
 //! defaults to 127.0.0.1), accepts only loopback `Host` headers (DNS rebinding), refuses any
@@ -27,6 +27,7 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use crate::mcp::catalogue::Catalogue;
+use crate::mcp::metrics;
 use crate::mcp::server::MoatServer;
 
 /// The largest JSON-RPC request body moat reads.
@@ -85,6 +86,13 @@ pub fn router(catalogue: Catalogue, shutdown: CancellationToken) -> axum::Router
     axum::Router::new()
         .nest_service("/mcp", service)
         .route("/healthz", get(|| async { "ok\n" }))
+        .route("/metrics", {
+            let catalogue = catalogue.clone();
+            get(move || {
+                let text = catalogue.metrics().render(&catalogue.current());
+                std::future::ready(([(header::CONTENT_TYPE, metrics::CONTENT_TYPE)], text))
+            })
+        })
         .route(
             "/readyz",
             get(move || std::future::ready(readiness(&catalogue, &shutdown))),

@@ -130,7 +130,7 @@ impl Ended {
 }
 
 impl MoatServer {
-    /// Writes the call's line in the audit log, when there is one.
+    /// Counts the call in the metrics, and writes its line in the audit log when there is one.
     fn audit(
         &self,
         context: &RequestContext<RoleServer>,
@@ -139,6 +139,13 @@ impl MoatServer {
         started: std::time::Instant,
         ended: Ended,
     ) {
+        self.catalogue.metrics().record_call(
+            plugin.map(|p| &*p.name),
+            &request.name,
+            ended.outcome,
+            started.elapsed(),
+            ended.denied.len(),
+        );
         let Some(log) = self.catalogue.audit() else {
             return;
         };

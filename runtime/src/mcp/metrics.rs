@@ -1,0 +1,141 @@
+//! What moat has done, in Prometheus' text format at `/metrics` (Streamable HTTP only): calls by
+//! plugin, tool and outcome, their durations, the accesses the sandbox denied, and what is
+//! served now.
+//!
+//! Labels name only what the operator configured (plugins and their tools): a call of a tool
+//! nobody serves is counted without its name, so a client cannot grow the series without bound.
+
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+use crate::mcp::audit::Outcome;
+use crate::plugin::registry::Registry as Served;
+
+/// The content type of [`Metrics::render`]'s text.
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CallLabels {
+    plugin: String,
+    tool: String,
+    outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ToolLabels {
+    plugin: String,
+    tool: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PluginLabels {
+    plugin: String,
+}
+
+type Durations = Family<ToolLabels, Histogram, fn() -> Histogram>;
+
+/// moat's series, shared by every session.
+pub struct Metrics {
+    registry: Registry,
+    calls: Family<CallLabels, Counter>,
+    durations: Durations,
+    denials: Family<PluginLabels, Counter>,
+    plugins: Gauge,
+    tools: Gauge,
+}
+
+/// From 0.5 ms to about 2 min, each bucket four times the one before.
+fn call_buckets() -> Histogram {
+    Histogram::new(exponential_buckets(0.0005, 4.0, 10))
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        let mut registry = Registry::with_prefix("moat");
+        let calls = Family::<CallLabels, Counter>::default();
+        registry.register(
+            "calls",
+            "Tool calls, by plugin, tool and outcome",
+            calls.clone(),
+        );
+        let durations: Durations = Family::new_with_constructor(call_buckets);
+        registry.register(
+            "call_duration_seconds",
+            "How long tool calls took, from the request to the answer",
+            durations.clone(),
+        );
+        let denials = Family::<PluginLabels, Counter>::default();
+        registry.register(
+            "denials",
+            "Accesses the sandbox refused a plugin (network, sockets)",
+            denials.clone(),
+        );
+        let plugins = Gauge::default();
+        registry.register("plugins_loaded", "Plugins served now", plugins.clone());
+        let tools = Gauge::default();
+        registry.register("tools_served", "Tools served now", tools.clone());
+        Self {
+            registry,
+            calls,
+            durations,
+            denials,
+            plugins,
+            tools,
+        }
+    }
+}
+
+impl Metrics {
+    /// Counts one call of `tool` (its MCP name) of `plugin`, or of a tool nobody serves.
+    pub fn record_call(
+        &self,
+        plugin: Option<&str>,
+        tool: &str,
+        outcome: Outcome,
+        took: Duration,
+        denials: usize,
+    ) {
+        let (plugin, tool) = match plugin {
+            Some(plugin) => (plugin.to_string(), tool.to_string()),
+            None => (String::new(), String::new()),
+        };
+        self.calls
+            .get_or_create(&CallLabels {
+                plugin: plugin.clone(),
+                tool: tool.clone(),
+                outcome: outcome.as_str(),
+            })
+            .inc();
+        if denials > 0 {
+            self.denials
+                .get_or_create(&PluginLabels {
+                    plugin: plugin.clone(),
+                })
+                .inc_by(denials as u64);
+        }
+        self.durations
+            .get_or_create(&ToolLabels { plugin, tool })
+            .observe(took.as_secs_f64());
+    }
+
+    /// Every series as Prometheus reads it, with what `served` holds now.
+    pub fn render(&self, served: &Served) -> String {
+        self.plugins.set(served.plugins().len() as i64);
+        self.tools.set(served.tools().count() as i64);
+        let mut text = String::new();
+        encode(&mut text, &self.registry).expect("writing to a String cannot fail");
+        // `encode` ends with `# EOF`; nothing to add, but a trailing newline keeps tools happy.
+        if !text.ends_with('\n') {
+            let _ = writeln!(text);
+        }
+        text
+    }
+}
