@@ -5,7 +5,6 @@
 //! Labels name only what the operator configured (plugins and their tools): a call of a tool
 //! nobody serves is counted without its name, so a client cannot grow the series without bound.
 
-use std::fmt::Write as _;
 use std::time::Duration;
 
 use prometheus_client::encoding::EncodeLabelSet;
@@ -130,12 +129,9 @@ impl Metrics {
     pub fn render(&self, served: &Served) -> String {
         self.plugins.set(served.plugins().len() as i64);
         self.tools.set(served.tools().count() as i64);
+        // OpenMetrics text, ending with `# EOF` and a newline.
         let mut text = String::new();
         encode(&mut text, &self.registry).expect("writing to a String cannot fail");
-        // `encode` ends with `# EOF`; nothing to add, but a trailing newline keeps tools happy.
-        if !text.ends_with('\n') {
-            let _ = writeln!(text);
-        }
         text
     }
 }
