@@ -1,0 +1,170 @@
+// A real OAuth 2.1 authorization server for moat's auth tests, built on
+// oidc-provider (the certified OpenID provider) with only what the tests need:
+// the client_credentials grant, RFC 8707 resource indicators, RFC 7662
+// introspection, RFC 7009 revocation, discovery (RFC 8414 and OpenID) and
+// JWKS, over plain http on 127.0.0.1.
+//
+//   node auth-server.mjs CONFIG.json
+//
+// with the Node 22 of tests/npm/node_modules/.bin/node (Node 20 works too, with
+// an "Unsupported runtime" warning from oidc-provider).
+//
+// CONFIG.json: {"port": 0, "access_token_ttl": 300,
+//   "resources": {"http://127.0.0.1:8080/mcp": {"scopes": ["tools", "admin"]}},
+//   "clients": [{"client_id": "alice", "client_secret": "s", "scope": "tools admin", "groups": ["eng"]}]}
+// Port 0 takes any free port. Once listening it prints one JSON line to stdout,
+// {"issuer": "http://127.0.0.1:PORT", "port": PORT}; logs go to stderr.
+//
+// Tokens come from POST /token (client_secret_basic or client_secret_post):
+// - with resource=<a configured resource>: a JWT (RS256, typ at+jwt) whose aud
+//   is that resource, whose scope is the requested scope cut to the resource's
+//   scopes, and which carries the client's "groups";
+// - with an unknown resource: refused with invalid_target;
+// - without a resource: an opaque token, to be checked at
+//   POST /token/introspection (any configured client may introspect; the answer
+//   has "groups" too) and revoked at POST /token/revocation (by its own client).
+//   JWTs are checked against GET /jwks only: introspecting or revoking one is
+//   refused (400 unsupported_token_type).
+// A scope that some resource names but the client's "scope" lacks is refused
+// (invalid_scope); other unknown scopes are dropped; a client without "scope"
+// may ask for any.
+//
+// Test-only controls (POST, JSON body optional):
+//   /_test/rotate {"keep_old": false}  new RS256 key with a new kid, signs all
+//       new JWTs and comes first in the JWKS; the old keys stay in the JWKS only
+//       with keep_old true. Opaque tokens live on across rotation (the in-memory
+//       store is shared by the old and new provider).
+//   /_test/down, /_test/up             the JWKS endpoint answers 503 while down.
+//   /_test/slow {"ms": 5000}           the JWKS endpoint answers after ms ({"ms": 0} undoes).
+import * as crypto from 'node:crypto';
+import * as fs from 'node:fs';
+import * as http from 'node:http';
+
+import Provider, { errors } from 'oidc-provider';
+// oidc-provider's own in-memory store, made once so that every Provider built
+// here (one per key rotation) shares it.
+import { createMemoryAdapter } from 'oidc-provider/lib/adapters/memory_adapter.js';
+
+const config = JSON.parse(fs.readFileSync(process.argv[2], 'utf8'));
+const resources = config.resources ?? {};
+const clients = config.clients ?? [];
+const ttl = config.access_token_ttl ?? 300;
+const groupsOf = new Map(clients.map((c) => [c.client_id, c.groups ?? []]));
+const allScopes = [...new Set(Object.values(resources).flatMap((r) => r.scopes ?? []))];
+
+const adapter = createMemoryAdapter();
+const log = (...args) => console.error('auth-server:', ...args);
+
+function newKey() {
+  const { privateKey } = crypto.generateKeyPairSync('rsa', { modulusLength: 2048 });
+  return { ...privateKey.export({ format: 'jwk' }), kid: crypto.randomUUID(), alg: 'RS256', use: 'sig' };
+}
+
+// oidc-provider fixes its keys at construction: a rotation builds a new
+// Provider with the new key set and swaps the handler.
+function build(issuer, keys) {
+  const provider = new Provider(issuer, {
+    clients: clients.map((c) => ({
+      client_id: c.client_id,
+      client_secret: c.client_secret,
+      scope: c.scope || undefined, // oidc-provider refuses ""; no scope = may ask for any
+      grant_types: ['client_credentials'],
+      response_types: [],
+      redirect_uris: [],
+      token_endpoint_auth_method: 'client_secret_basic', // client_secret_post works too
+    })),
+    adapter,
+    jwks: { keys },
+    scopes: allScopes,
+    features: {
+      devInteractions: { enabled: false },
+      clientCredentials: { enabled: true },
+      introspection: { enabled: true },
+      revocation: { enabled: true },
+      resourceIndicators: {
+        enabled: true,
+        defaultResource: () => undefined,
+        useGrantedResource: () => false,
+        getResourceServerInfo(ctx, resource) {
+          const rs = resources[resource];
+          if (!rs) throw new errors.InvalidTarget(`unknown resource ${resource}`);
+          return {
+            scope: (rs.scopes ?? []).join(' '),
+            audience: resource,
+            accessTokenTTL: ttl,
+            accessTokenFormat: 'jwt',
+            jwt: { sign: { alg: 'RS256' } },
+          };
+        },
+      },
+    },
+    extraTokenClaims: (ctx, token) => ({ groups: groupsOf.get(token.clientId) ?? [] }),
+    ttl: { ClientCredentials: ttl, AccessToken: ttl },
+  });
+  for (const event of ['server_error', 'grant.error', 'introspection.error', 'revocation.error']) {
+    provider.on(event, (ctx, err) => log(event, err?.message ?? ctx?.message));
+  }
+  return provider.callback();
+}
+
+let keys = [newKey()];
+let handler;
+let down = false;
+let slowMs = 0;
+
+async function readJson(req) {
+  let body = '';
+  for await (const chunk of req) body += chunk;
+  return body.trim() ? JSON.parse(body) : {};
+}
+
+function reply(res, status, body) {
+  res.writeHead(status, { 'content-type': 'application/json' });
+  res.end(JSON.stringify(body));
+}
+
+async function control(req, res, issuer) {
+  let body;
+  try {
+    body = await readJson(req);
+  } catch {
+    return reply(res, 400, { error: 'invalid_request', error_description: 'body must be JSON' });
+  }
+  switch (req.url) {
+    case '/_test/rotate':
+      keys = body.keep_old ? [newKey(), ...keys] : [newKey()];
+      handler = build(issuer, keys);
+      log('rotated, kids', keys.map((k) => k.kid));
+      return reply(res, 200, { kid: keys[0].kid, kids: keys.map((k) => k.kid) });
+    case '/_test/down': down = true; break;
+    case '/_test/up': down = false; break;
+    case '/_test/slow': slowMs = Number(body.ms ?? 0); break;
+    default: return reply(res, 404, { error: 'not_found' });
+  }
+  log(req.url, { down, slowMs });
+  return reply(res, 200, { down, slow_ms: slowMs });
+}
+
+const server = http.createServer(async (req, res) => {
+  const { issuer } = server;
+  try {
+    if (req.method === 'POST' && req.url.startsWith('/_test/')) return await control(req, res, issuer);
+    if (req.url.split('?')[0] === '/jwks') {
+      if (slowMs) await new Promise((resolve) => setTimeout(resolve, slowMs));
+      if (down) return reply(res, 503, { error: 'temporarily_unavailable' });
+    }
+    return handler(req, res);
+  } catch (err) {
+    log('error', err);
+    return reply(res, 500, { error: 'server_error', error_description: String(err) });
+  }
+});
+
+server.listen(config.port ?? 0, '127.0.0.1', () => {
+  const { port } = server.address();
+  server.issuer = `http://127.0.0.1:${port}`;
+  handler = build(server.issuer, keys);
+  process.stdout.write(`${JSON.stringify({ issuer: server.issuer, port })}\n`);
+});
+
+for (const signal of ['SIGINT', 'SIGTERM']) process.on(signal, () => process.exit(0));
