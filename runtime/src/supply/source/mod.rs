@@ -313,7 +313,7 @@ pub fn is_loopback(host: &str) -> bool {
 }
 
 /// rustls needs one process-wide crypto provider: ring, as wasmtime's HTTP stack uses.
-fn install_tls_provider() {
+pub fn install_tls_provider() {
     // An error only means one is installed already.
     let _ = rustls::crypto::ring::default_provider().install_default();
 }

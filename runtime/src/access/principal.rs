@@ -1,0 +1,96 @@
+//! The one a request acts for, as moat established it.
+
+use std::fmt;
+
+/// How a principal proved who it is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Via {
+    /// The local bearer token in the owner-only token file.
+    LocalToken,
+    /// A static API key from the configuration.
+    ApiKey,
+    /// A JWT access token signed by the configured issuer.
+    Jwt,
+    /// An opaque access token the issuer's introspection endpoint vouched for.
+    Introspection,
+    /// The user who started moat on stdio.
+    Stdio,
+    /// Nobody: HTTP with authentication explicitly off.
+    Unauthenticated,
+}
+
+impl Via {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Via::LocalToken => "local-token",
+            Via::ApiKey => "api-key",
+            Via::Jwt => "jwt",
+            Via::Introspection => "introspection",
+            Via::Stdio => "stdio",
+            Via::Unauthenticated => "none",
+        }
+    }
+}
+
+/// An authenticated caller: its name (what quotas, metrics and the audit log key on) and the
+/// facts tool-set rules match.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Principal {
+    /// `key:NAME` for an API key, the token's `sub` (else `client:CLIENT_ID`) for OAuth,
+    /// `local` for the local token, `stdio` or `anonymous`.
+    pub name: String,
+    pub via: Via,
+    /// The API key's name.
+    pub key: Option<String>,
+    /// The token's `sub`.
+    pub subject: Option<String>,
+    /// The token's `client_id` (or `azp`).
+    pub client_id: Option<String>,
+    /// The token's scopes.
+    pub scopes: Vec<String>,
+    /// The token's `groups` (or `roles`).
+    pub groups: Vec<String>,
+}
+
+impl Principal {
+    fn plain(name: &str, via: Via) -> Self {
+        Self {
+            name: name.to_string(),
+            via,
+            key: None,
+            subject: None,
+            client_id: None,
+            scopes: Vec::new(),
+            groups: Vec::new(),
+        }
+    }
+
+    /// The user who started moat over stdio, named `name` (`stdio` unless configured).
+    pub fn stdio(name: &str) -> Self {
+        Self::plain(name, Via::Stdio)
+    }
+
+    /// The holder of the local token.
+    pub fn local() -> Self {
+        Self::plain("local", Via::LocalToken)
+    }
+
+    /// Anyone, when authentication is off.
+    pub fn anonymous() -> Self {
+        Self::plain("anonymous", Via::Unauthenticated)
+    }
+
+    /// The holder of the API key `name`.
+    pub fn api_key(name: &str) -> Self {
+        Self {
+            key: Some(name.to_string()),
+            ..Self::plain(&format!("key:{name}"), Via::ApiKey)
+        }
+    }
+}
+
+impl fmt::Display for Principal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} (by {})", self.name, self.via.as_str())
+    }
+}
