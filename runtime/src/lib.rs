@@ -7,6 +7,8 @@
 //! The layers, each using only those below it (ARCHITECTURE.md draws them):
 //! - [`serve`]: what is served now: `moat.toml`, reloads;
 //! - [`mcp`]: the protocol face: MCP on stdio and HTTP, the tool list, the audit log;
+//! - [`access`]: who is calling and what they may do: credentials, OAuth access tokens, tool
+//!   sets per caller, quotas;
 //! - [`plugin`]: a loaded plugin, its tools and the call of one; the set of plugins served;
 //! - [`supply`]: where a plugin comes from and whether it may load: sources, digests, the lock,
 //!   signatures, the policy, manifests, the compiled-code cache;
@@ -16,6 +18,7 @@
 //!
 //! [`parallel`] is a leaf every layer may use.
 
+pub mod access;
 pub mod mcp;
 pub mod parallel;
 pub mod plugin;

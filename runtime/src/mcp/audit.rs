@@ -23,6 +23,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
+use crate::access::Principal;
 use crate::plugin::CallError;
 
 /// An open audit log.
@@ -84,6 +85,18 @@ impl Outcome {
 pub struct Record<'a> {
     /// RFC 3339, UTC.
     pub time: String,
+    /// Whom the call acted for, as moat authenticated it: an API key (`key:NAME`), a token's
+    /// subject, `local` (the local token), `stdio`, or `anonymous` with authentication off.
+    pub principal: &'a str,
+    /// How the principal was authenticated (`jwt`, `introspection`, `api-key`, `local-token`,
+    /// `stdio`, `none`).
+    pub authenticated_by: &'static str,
+    /// The token's client, when it names one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub client_id: Option<&'a str>,
+    /// The caller's address (HTTP).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub remote: Option<String>,
     /// The MCP session (Streamable HTTP) moat created at `initialize` and found this request in.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub session: Option<String>,
@@ -91,7 +104,7 @@ pub struct Record<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub session_claimed: Option<String>,
     /// The client's name and version as it gave them (at `initialize`, or in a request's
-    /// `_meta`): moat authenticates no client, so this is only what the client says.
+    /// `_meta`): only what the client says, unlike `principal`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub client_claimed: Option<String>,
     pub plugin: Option<&'a str>,
@@ -113,6 +126,10 @@ pub struct Record<'a> {
 
 /// What the caller knows about one finished call.
 pub struct Call<'a> {
+    /// Whom the call acted for, as moat authenticated it.
+    pub principal: &'a Principal,
+    /// The caller's address (HTTP), as the connection or a trusted proxy gives it.
+    pub remote: Option<std::net::IpAddr>,
     pub client_claimed: Option<String>,
     pub session: Option<String>,
     pub session_claimed: Option<String>,
@@ -147,6 +164,10 @@ impl AuditLog {
         let arguments = Value::Object(call.arguments.cloned().unwrap_or_default());
         let record = Record {
             time: jiff::Timestamp::now().to_string(),
+            principal: &call.principal.name,
+            authenticated_by: call.principal.via.as_str(),
+            client_id: call.principal.client_id.as_deref(),
+            remote: call.remote.map(|ip| ip.to_string()),
             session: call.session,
             session_claimed: call.session_claimed,
             client_claimed: call.client_claimed,
@@ -261,6 +282,8 @@ mod tests {
         let log = AuditLog::open(Path::new("/dev/full"), false).unwrap();
         tracing::subscriber::with_default(subscriber, || {
             log.record(Call {
+                principal: &Principal::anonymous(),
+                remote: None,
                 client_claimed: None,
                 session: None,
                 session_claimed: None,
@@ -290,6 +313,8 @@ mod tests {
         for include in [false, true] {
             let log = AuditLog::open(&path, include).unwrap();
             log.record(Call {
+                principal: &Principal::api_key("ci"),
+                remote: Some([127, 0, 0, 1].into()),
                 client_claimed: Some("test 1.0".into()),
                 session: Some("5c1f".into()),
                 session_claimed: None,
@@ -327,6 +352,9 @@ mod tests {
         assert_eq!(lines[0]["outcome"], "ok");
         assert_eq!(lines[0]["client_claimed"], "test 1.0");
         assert_eq!(lines[0]["session"], "5c1f");
+        assert_eq!(lines[0]["principal"], "key:ci");
+        assert_eq!(lines[0]["authenticated_by"], "api-key");
+        assert_eq!(lines[0]["remote"], "127.0.0.1");
         assert!(lines[0].get("client").is_none() && lines[0].get("session_claimed").is_none());
         let time = lines[0]["time"].as_str().unwrap();
         assert!(

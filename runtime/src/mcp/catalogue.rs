@@ -19,6 +19,8 @@ use rmcp::RoleServer;
 use rmcp::service::{Peer, SubscriptionContext};
 use tokio::sync::watch;
 
+use crate::access::Principal;
+use crate::access::tool_sets::ToolSets;
 use crate::mcp::audit::AuditLog;
 use crate::mcp::metrics::Metrics;
 use crate::plugin::registry::Registry;
@@ -40,12 +42,15 @@ struct Inner {
     /// The current registry; receivers wake when a swap changed the tool list.
     current: watch::Sender<Arc<Registry>>,
     page_size: NonZeroUsize,
-    /// Legacy sessions, each told of a change by a notification on its own connection.
-    sessions: Mutex<Vec<Peer<RoleServer>>>,
+    /// Legacy sessions and whom they serve, each told of a change of its own tools by a
+    /// notification on its own connection.
+    sessions: Mutex<Vec<(Peer<RoleServer>, Principal)>>,
     /// Where every call is recorded, whatever registry served it.
     audit: Option<Arc<AuditLog>>,
     /// What every call counts towards.
     metrics: Metrics,
+    /// Which principal sees which tools; a reload of the configuration replaces it.
+    tool_sets: Mutex<Arc<ToolSets>>,
 }
 
 /// One page of `tools/list`.
@@ -74,6 +79,7 @@ impl Catalogue {
                 sessions: Mutex::new(Vec::new()),
                 audit,
                 metrics: Metrics::default(),
+                tool_sets: Mutex::default(),
             }),
         }
     }
@@ -88,6 +94,40 @@ impl Catalogue {
         self.inner.audit.as_deref()
     }
 
+    /// Which principal sees which tools, as they are now.
+    pub fn tool_sets(&self) -> Arc<ToolSets> {
+        self.inner.tool_sets.lock().expect("tool sets lock").clone()
+    }
+
+    /// Gives each principal the tools `tool_sets` allows it from now on; the sessions whose
+    /// tools this changes are told.
+    pub fn set_tool_sets(&self, tool_sets: ToolSets) {
+        let tool_sets = Arc::new(tool_sets);
+        let previous = std::mem::replace(
+            &mut *self.inner.tool_sets.lock().expect("tool sets lock"),
+            tool_sets.clone(),
+        );
+        if previous != tool_sets {
+            let registry = self.current();
+            self.notify_sessions((&registry, &previous), (&registry, &tool_sets));
+            self.inner.current.send_modify(|_| {});
+        }
+    }
+
+    /// The tool named `name` in `registry`, if `principal` may see it: a tool it may not is
+    /// unknown to it, as if nobody served it.
+    pub fn find<'a>(
+        &self,
+        registry: &'a Registry,
+        principal: &Principal,
+        name: &str,
+    ) -> Option<(&'a Arc<Plugin>, &'a Tool)> {
+        let (plugin, tool) = registry.find(name)?;
+        self.tool_sets()
+            .allows(principal, &plugin.name, &tool.name)
+            .then_some((plugin, tool))
+    }
+
     /// The registry as it is now; hold on to it for the whole request.
     pub fn current(&self) -> Arc<Registry> {
         self.inner.current.borrow().clone()
@@ -98,27 +138,37 @@ impl Catalogue {
     pub fn replace(&self, registry: Arc<Registry>) -> bool {
         // Compared, and the old registry freed, outside the lock that requests take.
         let previous = self.current();
-        let changed = !same_tools(&previous, &registry);
+        let everyone = ToolSets::default();
+        let changed = !same_tools(
+            (&previous, &everyone),
+            (&registry, &everyone),
+            &Principal::anonymous(),
+        );
         self.inner.current.send_if_modified(|current| {
             *current = registry;
             changed
         });
-        drop(previous);
         if changed {
-            self.notify_sessions();
+            let sets = self.tool_sets();
+            self.notify_sessions((&previous, &sets), (&self.current(), &sets));
         }
         changed
     }
 
-    /// The page of tools after `cursor` (from the first tool without one). A cursor names the last
-    /// tool of the page before, so it stays meaningful when the tool set changes between pages.
+    /// The page of `principal`'s tools after `cursor` (from the first tool without one). A
+    /// cursor names the last tool of the page before, so it stays meaningful when the tool set
+    /// changes between pages.
     pub fn page<'a>(
         &self,
         registry: &'a Registry,
+        principal: &Principal,
         cursor: Option<&str>,
     ) -> Result<Page<'a>, McpError> {
         let after = cursor.map(decode_cursor).transpose()?;
-        let mut tools = registry.tools_after(after.as_deref());
+        let sets = self.tool_sets();
+        let mut tools = registry
+            .tools_after(after.as_deref())
+            .filter(|(plugin, tool)| sets.allows(principal, &plugin.name, &tool.name));
         let page: Vec<_> = tools.by_ref().take(self.inner.page_size.get()).collect();
         let next_cursor = match (tools.next(), page.last()) {
             (Some(_), Some((_, last))) => Some(encode_cursor(&last.name)),
@@ -130,11 +180,12 @@ impl Catalogue {
         })
     }
 
-    /// Tells this legacy session of every later change of the tool list.
-    pub fn follow(&self, peer: Peer<RoleServer>) {
+    /// Tells this legacy session, which serves `principal`, of every later change of the
+    /// tools `principal` sees.
+    pub fn follow(&self, peer: Peer<RoleServer>, principal: Principal) {
         let mut sessions = self.inner.sessions.lock().expect("sessions lock");
-        sessions.retain(|peer| !peer.is_transport_closed());
-        sessions.push(peer);
+        sessions.retain(|(peer, _)| !peer.is_transport_closed());
+        sessions.push((peer, principal));
     }
 
     /// Serves one `subscriptions/listen` stream: a tool-list change notification on each change,
@@ -161,11 +212,15 @@ impl Catalogue {
         }
     }
 
-    /// Sends each legacy session its notification; a client slow to read holds up no one else.
-    fn notify_sessions(&self) {
+    /// Sends its notification to each legacy session whose principal's tools differ between
+    /// `before` and `after`; a client slow to read holds up no one else.
+    fn notify_sessions(&self, before: (&Registry, &ToolSets), after: (&Registry, &ToolSets)) {
         let mut sessions = self.inner.sessions.lock().expect("sessions lock");
-        sessions.retain(|peer| !peer.is_transport_closed());
-        for peer in sessions.iter() {
+        sessions.retain(|(peer, _)| !peer.is_transport_closed());
+        for (peer, principal) in sessions.iter() {
+            if same_tools(before, after, principal) {
+                continue;
+            }
             let peer = peer.clone();
             tokio::spawn(async move {
                 if let Err(error) = peer.notify_tool_list_changed().await {
@@ -182,15 +237,30 @@ impl From<Arc<Registry>> for Catalogue {
     }
 }
 
-/// Whether two registries offer the same tools, as a client sees them.
-fn same_tools(old: &Registry, new: &Registry) -> bool {
-    old.tools().count() == new.tools().count()
-        && old.tools().zip(new.tools()).all(|((_, a), (_, b))| {
+/// Whether `principal` sees the same tools in both, as a client sees them.
+fn same_tools(
+    old: (&Registry, &ToolSets),
+    new: (&Registry, &ToolSets),
+    principal: &Principal,
+) -> bool {
+    let old = seen(old, principal);
+    let new = seen(new, principal);
+    old.len() == new.len()
+        && old.iter().zip(&new).all(|(a, b)| {
             a.name == b.name
                 && a.description == b.description
                 && a.input_schema == b.input_schema
                 && a.output_schema == b.output_schema
         })
+}
+
+/// The tools of `registry` that `principal` sees.
+fn seen<'a>((registry, sets): (&'a Registry, &ToolSets), principal: &Principal) -> Vec<&'a Tool> {
+    registry
+        .tools()
+        .filter(|(plugin, tool)| sets.allows(principal, &plugin.name, &tool.name))
+        .map(|(_, tool)| tool)
+        .collect()
 }
 
 fn encode_cursor(last_name: &str) -> String {

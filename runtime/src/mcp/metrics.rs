@@ -39,6 +39,11 @@ struct PluginLabels {
     plugin: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct KindLabels {
+    kind: &'static str,
+}
+
 type Durations = Family<ToolLabels, Histogram, fn() -> Histogram>;
 
 /// moat's series, shared by every session.
@@ -49,6 +54,9 @@ pub struct Metrics {
     denials: Family<PluginLabels, Counter>,
     plugins: Gauge,
     tools: Gauge,
+    auth_failures: Family<KindLabels, Counter>,
+    quota_rejections: Family<KindLabels, Counter>,
+    reloads: Family<KindLabels, Counter>,
 }
 
 /// From 0.5 ms to about 2 min, each bucket four times the one before.
@@ -81,6 +89,25 @@ impl Default for Metrics {
         registry.register("plugins_loaded", "Plugins served now", plugins.clone());
         let tools = Gauge::default();
         registry.register("tools_served", "Tools served now", tools.clone());
+        let auth_failures = Family::<KindLabels, Counter>::default();
+        registry.register(
+            "auth_failures",
+            "HTTP requests refused for their credential, by kind (missing, invalid, \
+             insufficient_scope, unavailable)",
+            auth_failures.clone(),
+        );
+        let quota_rejections = Family::<KindLabels, Counter>::default();
+        registry.register(
+            "quota_rejections",
+            "HTTP requests refused by a quota, by kind (rate, concurrency, sessions)",
+            quota_rejections.clone(),
+        );
+        let reloads = Family::<KindLabels, Counter>::default();
+        registry.register(
+            "reloads",
+            "Reloads of what is served, by kind (ok, failed)",
+            reloads.clone(),
+        );
         Self {
             registry,
             calls,
@@ -88,6 +115,9 @@ impl Default for Metrics {
             denials,
             plugins,
             tools,
+            auth_failures,
+            quota_rejections,
+            reloads,
         }
     }
 }
@@ -123,6 +153,24 @@ impl Metrics {
         self.durations
             .get_or_create(&ToolLabels { plugin, tool })
             .observe(took.as_secs_f64());
+    }
+
+    /// Counts a request refused for its credential; `kind` is the refusal's.
+    pub fn record_auth_failure(&self, kind: &'static str) {
+        self.auth_failures.get_or_create(&KindLabels { kind }).inc();
+    }
+
+    /// Counts a request a quota refused.
+    pub fn record_quota_rejection(&self, kind: &'static str) {
+        self.quota_rejections
+            .get_or_create(&KindLabels { kind })
+            .inc();
+    }
+
+    /// Counts a reload, `ok` or `failed`.
+    pub fn record_reload(&self, ok: bool) {
+        let kind = if ok { "ok" } else { "failed" };
+        self.reloads.get_or_create(&KindLabels { kind }).inc();
     }
 
     /// Every series as Prometheus reads it, with what `served` holds now.

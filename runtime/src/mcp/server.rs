@@ -19,6 +19,7 @@ use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde_json::json;
 use tokio::sync::mpsc;
 
+use crate::access::Principal;
 use crate::mcp::audit::{self, Outcome};
 use crate::mcp::catalogue::Catalogue;
 use crate::sandbox::host::{GuestEvent, Level, MAX_PENDING_EVENTS};
@@ -33,15 +34,34 @@ pub struct MoatServer {
     /// routes a request here only once its `Mcp-Session-Id` names this session, so that id is
     /// established; a stateless request's `Mcp-Session-Id` is only what the client says.
     in_session: Arc<AtomicBool>,
+    /// Whom a request acts for when its transport says nothing (stdio: the user who started moat).
+    principal: Principal,
 }
 
 impl MoatServer {
+    /// Serves `catalogue` to the `stdio` principal, unless a transport names another.
     pub fn new(catalogue: impl Into<Catalogue>) -> Self {
         Self {
             catalogue: catalogue.into(),
             log_level: Arc::new(Mutex::new(LoggingLevel::Debug)),
             in_session: Arc::new(AtomicBool::new(false)),
+            principal: Principal::stdio("stdio"),
         }
+    }
+
+    /// Acts for `principal` when a request's transport names nobody.
+    pub fn with_principal(mut self, principal: Principal) -> Self {
+        self.principal = principal;
+        self
+    }
+
+    /// Whom a request acts for: the principal HTTP authentication established, else this
+    /// server's own.
+    fn principal_of<'a>(&'a self, extensions: &'a rmcp::model::Extensions) -> &'a Principal {
+        extensions
+            .get::<axum::http::request::Parts>()
+            .and_then(|parts| parts.extensions.get::<Principal>())
+            .unwrap_or(&self.principal)
     }
 
     fn mcp_tool(&self, tool: &crate::plugin::Tool) -> Tool {
@@ -173,7 +193,14 @@ impl MoatServer {
         } else {
             (None, session_header)
         };
+        let remote = context
+            .extensions
+            .get::<axum::http::request::Parts>()
+            .and_then(|parts| parts.extensions.get::<crate::mcp::http::auth::Remote>())
+            .and_then(|remote| remote.0);
         log.record(audit::Call {
+            principal: self.principal_of(&context.extensions),
+            remote,
             client_claimed,
             session,
             session_claimed,
@@ -220,17 +247,23 @@ impl ServerHandler for MoatServer {
     async fn list_tools(
         &self,
         request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
         let registry = self.catalogue.current();
         let cursor = request.and_then(|r| r.cursor);
-        let page = self.catalogue.page(&registry, cursor.as_deref())?;
+        let principal = self.principal_of(&context.extensions);
+        let page = self
+            .catalogue
+            .page(&registry, principal, cursor.as_deref())?;
         let tools = page.tools.iter().map(|(_, tool)| self.mcp_tool(tool));
         let mut result = ListToolsResult::with_all_items(tools.collect());
         result.next_cursor = page.next_cursor;
         Ok(result)
     }
 
+    /// Only for rmcp's check of `Mcp-Param-*` headers against a tool's schema, which has no
+    /// request to say whose tools to look in: a tool hidden from the caller is still refused
+    /// by `call_tool` as unknown.
     fn get_tool(&self, name: &str) -> Option<Tool> {
         self.catalogue
             .current()
@@ -246,7 +279,8 @@ impl ServerHandler for MoatServer {
         let started = std::time::Instant::now();
         // This call keeps the registry, and so its plugin, to the end, even across a reload.
         let registry = self.catalogue.current();
-        let Some((plugin, tool)) = registry.find(&request.name) else {
+        let principal = self.principal_of(&context.extensions);
+        let Some((plugin, tool)) = self.catalogue.find(&registry, principal, &request.name) else {
             self.audit(
                 &context,
                 &request,
@@ -311,7 +345,9 @@ impl ServerHandler for MoatServer {
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
-        self.catalogue.follow(context.peer); // a legacy session: told of tool-list changes
+        // A legacy session: told of changes of its principal's tools.
+        let principal = self.principal_of(&context.extensions).clone();
+        self.catalogue.follow(context.peer, principal);
     }
 
     fn accepted_subscription_filter(

@@ -1,34 +1,86 @@
 //! MCP over Streamable HTTP at `/mcp`, serving the same registry as stdio, with `/healthz`,
 //! `/readyz` and `/metrics` (Prometheus) beside it for whatever watches the process.
 //!
-//! Safe defaults for a server on a developer's machine: moat binds where it is told (the CLI
-//! defaults to 127.0.0.1), accepts only loopback `Host` headers (DNS rebinding), refuses any
-//! browser `Origin` that is not a loopback one (rmcp leaves Origin checks off unless asked), and
-//! caps request bodies.
+//! In front of `/mcp`, in order: [`auth`] (who is calling; a bearer credential is required
+//! unless authentication was turned off), the caller's rate ([`quotas`]), [`message`] (one
+//! JSON-RPC message per POST), and the caller's concurrent calls and the cap on sessions. The MCP handler finds the
+//! caller's [`crate::access::Principal`] in the request.
+//!
+//! Safe defaults: moat binds where it is told (the CLI defaults to 127.0.0.1), accepts only
+//! loopback `Host` headers and `Origin`s unless the configuration names others (DNS
+//! rebinding), and caps request bodies. TLS ([`tls`]) when given a certificate.
 //!
 //! Legacy clients (`initialize`, up to 2025-11-25) get an `Mcp-Session-Id` session; 2026-07-28
-//! requests are served statelessly, answered as JSON unless notifications come first. A body that is not one JSON-RPC message gets JSON-RPC's own
-//! answer, a 400 with -32700 (not JSON) or -32600 (not a message), where rmcp would send a bare 415.
+//! requests are served statelessly, answered as JSON unless notifications come first.
 
-use std::net::SocketAddr;
+pub mod auth;
+pub mod message;
+pub mod quotas;
+pub mod tls;
+
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::{Context, Result};
-use axum::body::{Body, to_bytes};
-use axum::extract::Request;
-use axum::http::{Method, StatusCode, header};
-use axum::middleware::{self, Next};
+use axum::http::{StatusCode, header};
+use axum::middleware;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use rmcp::model::ClientJsonRpcMessage;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
-use serde_json::{Value, json};
+use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
+use crate::access::Principal;
+use crate::access::quotas::Quotas;
 use crate::mcp::catalogue::Catalogue;
+use crate::mcp::http::auth::{Authentication, Guard};
+use crate::mcp::http::quotas::Limiter;
 use crate::mcp::metrics;
 use crate::mcp::server::MoatServer;
+
+/// How `moat serve --http` serves: who may call, from where, how much, over what.
+pub struct Settings {
+    pub authentication: Authentication,
+    /// `Host` names accepted besides loopback ones (`tools.example.com`, `host:port`).
+    pub hosts: Vec<String>,
+    /// Browser `Origin`s accepted besides loopback ones (`https://app.example.com`).
+    pub origins: Vec<String>,
+    /// Proxies whose `X-Forwarded-For` names the caller.
+    pub trusted_proxies: Vec<IpAddr>,
+    pub quotas: Quotas,
+    /// Legacy sessions open at once, at most.
+    pub max_sessions: usize,
+    /// A legacy session that hears nothing for this long ends.
+    pub session_idle: Duration,
+    /// The certificate chain and key to serve HTTPS with.
+    pub tls: Option<tls::Files>,
+    /// Serve `/metrics` on this address instead, unauthenticated.
+    pub metrics_listener: Option<SocketAddr>,
+}
+
+/// Legacy sessions open at once unless configured.
+pub const DEFAULT_MAX_SESSIONS: usize = 1000;
+/// A legacy session's idle time unless configured.
+pub const DEFAULT_SESSION_IDLE: Duration = Duration::from_secs(300);
+
+impl Settings {
+    /// Serving with this authentication and every other setting at its default.
+    pub fn new(authentication: Authentication) -> Self {
+        Self {
+            authentication,
+            hosts: Vec::new(),
+            origins: Vec::new(),
+            trusted_proxies: Vec::new(),
+            quotas: Quotas::default(),
+            max_sessions: DEFAULT_MAX_SESSIONS,
+            session_idle: DEFAULT_SESSION_IDLE,
+            tls: None,
+            metrics_listener: None,
+        }
+    }
+}
 
 /// The largest JSON-RPC request body moat reads.
 pub const MAX_REQUEST_BYTES: usize = 4 << 20;
@@ -47,57 +99,132 @@ pub fn parse_listen_address(text: &str) -> Result<SocketAddr, String> {
 pub async fn serve(
     catalogue: Catalogue,
     addr: SocketAddr,
+    settings: Settings,
     shutdown: CancellationToken,
 ) -> Result<()> {
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .with_context(|| format!("binding {addr}"))?;
-    tracing::info!("serving MCP on http://{}/mcp", listener.local_addr()?);
-    if !addr.ip().is_loopback() {
-        tracing::warn!(
-            "{addr} is reachable from other machines; moat has no authentication, and accepts \
-             only loopback Host and Origin headers"
+    if let Some(metrics_addr) = settings.metrics_listener {
+        let listener = tokio::net::TcpListener::bind(metrics_addr)
+            .await
+            .with_context(|| format!("binding the metrics listener {metrics_addr}"))?;
+        tracing::info!(
+            "serving /metrics on http://{}/metrics",
+            listener.local_addr()?
         );
+        let app = axum::Router::new().route("/metrics", metrics_route(catalogue.clone()));
+        let shutdown = shutdown.clone();
+        tokio::spawn(async move {
+            let served = axum::serve(listener, app)
+                .with_graceful_shutdown(async move { shutdown.cancelled().await })
+                .await;
+            if let Err(error) = served {
+                tracing::error!("the metrics listener stopped: {error}");
+            }
+        });
     }
-    axum::serve(listener, router(catalogue, shutdown.clone()))
-        .with_graceful_shutdown(async move { shutdown.cancelled().await })
-        .await
-        .context("serving HTTP")
+    let tls = settings.tls.clone();
+    let app = router(catalogue, shutdown.clone(), settings)
+        .into_make_service_with_connect_info::<SocketAddr>();
+    match tls {
+        Some(files) => tls::serve(app, addr, files, shutdown).await,
+        None => {
+            let listener = tokio::net::TcpListener::bind(addr)
+                .await
+                .with_context(|| format!("binding {addr}"))?;
+            tracing::info!("serving MCP on http://{}/mcp", listener.local_addr()?);
+            axum::serve(listener, app)
+                .with_graceful_shutdown(async move { shutdown.cancelled().await })
+                .await
+                .context("serving HTTP")
+        }
+    }
 }
 
-/// The `/mcp` endpoint; each session (or stateless request) gets its own handler over the one
-/// shared catalogue.
-pub fn router(catalogue: Catalogue, shutdown: CancellationToken) -> axum::Router {
+/// The `/mcp` endpoint behind its layers, and the endpoints beside it; each session (or
+/// stateless request) gets its own handler over the one shared catalogue.
+pub fn router(
+    catalogue: Catalogue,
+    shutdown: CancellationToken,
+    settings: Settings,
+) -> axum::Router {
     let mut config = StreamableHttpServerConfig::default();
-    config.allowed_origins = ["http://localhost:*", "http://127.0.0.1:*", "http://[::1]:*"]
+    let loopback_origins = ["http://localhost:*", "http://127.0.0.1:*", "http://[::1]:*"];
+    config.allowed_origins = loopback_origins
+        .into_iter()
         .map(String::from)
-        .to_vec();
+        .chain(settings.origins.iter().cloned())
+        .collect();
+    config.allowed_hosts.extend(settings.hosts.iter().cloned());
     config.max_request_body_bytes = MAX_REQUEST_BYTES;
     // A 2026-07-28 answer with nothing before it goes out as plain JSON; a call that reports
     // progress or logs streams as SSE. Legacy sessions always stream.
     config.json_response = true;
     config.cancellation_token = shutdown.clone();
+    let mut sessions = LocalSessionManager::default();
+    sessions.session_config.keep_alive = Some(settings.session_idle);
+    let sessions = Arc::new(sessions);
     let served = catalogue.clone();
     let service = StreamableHttpService::new(
-        move || Ok(MoatServer::new(served.clone())),
-        Arc::new(LocalSessionManager::default()),
+        move || Ok(MoatServer::new(served.clone()).with_principal(Principal::anonymous())),
+        sessions.clone(),
         config,
     );
-    axum::Router::new()
+    let limiter = Limiter {
+        quotas: Arc::new(settings.quotas),
+        sessions,
+        max_sessions: settings.max_sessions,
+        catalogue: catalogue.clone(),
+    };
+    let metadata = match &settings.authentication {
+        Authentication::Required {
+            resource: Some(resource),
+            ..
+        } => Some(resource.clone()),
+        _ => None,
+    };
+    let guard = Guard {
+        authentication: Arc::new(settings.authentication),
+        trusted_proxies: Arc::new(settings.trusted_proxies),
+        catalogue: catalogue.clone(),
+    };
+    let mcp = axum::Router::new()
         .nest_service("/mcp", service)
+        .layer(middleware::from_fn_with_state(
+            limiter.clone(),
+            quotas::limit_calls,
+        ))
+        .layer(middleware::from_fn(message::check_message))
+        .layer(middleware::from_fn_with_state(limiter, quotas::limit_rate));
+    let mut guarded = mcp;
+    if settings.metrics_listener.is_none() {
+        guarded = guarded.route("/metrics", metrics_route(catalogue.clone()));
+    }
+    let guarded = guarded.layer(middleware::from_fn_with_state(guard, auth::authenticate));
+    let mut open = axum::Router::new()
         .route("/healthz", get(|| async { "ok\n" }))
-        .route("/metrics", {
-            let catalogue = catalogue.clone();
-            get(move || {
-                let text = catalogue.metrics().render(&catalogue.current());
-                std::future::ready(([(header::CONTENT_TYPE, metrics::CONTENT_TYPE)], text))
-            })
-        })
         .route(
             "/readyz",
             get(move || std::future::ready(readiness(&catalogue, &shutdown))),
-        )
-        .layer(middleware::from_fn(check_message))
+        );
+    if let Some(resource) = metadata {
+        let document = resource.document().to_string();
+        let answer = move || {
+            let document = document.clone();
+            std::future::ready(([(header::CONTENT_TYPE, "application/json")], document))
+        };
+        open = open.route("/.well-known/oauth-protected-resource", get(answer.clone()));
+        let path = resource.metadata_path();
+        if path != "/.well-known/oauth-protected-resource" {
+            open = open.route(&path, get(answer));
+        }
+    }
+    open.merge(guarded)
+}
+
+fn metrics_route(catalogue: Catalogue) -> axum::routing::MethodRouter {
+    get(move || {
+        let text = catalogue.metrics().render(&catalogue.current());
+        std::future::ready(([(header::CONTENT_TYPE, metrics::CONTENT_TYPE)], text))
+    })
 }
 
 /// `/readyz`: 200 with the number of plugins and tools served while moat serves (it listens only
@@ -113,53 +240,6 @@ fn readiness(catalogue: &Catalogue, shutdown: &CancellationToken) -> Response {
         "tools": registry.tools().count(),
     });
     (
-        [(header::CONTENT_TYPE, "application/json")],
-        body.to_string(),
-    )
-        .into_response()
-}
-
-/// Answers a JSON POST whose body is not a single JSON-RPC message as JSON-RPC says, answers a
-/// successful session `DELETE` with 200 (rmcp sends 202, which the spec does not name and the
-/// Python SDK logs as a failed termination), and passes every other request on untouched (the
-/// body read back in).
-async fn check_message(request: Request, next: Next) -> Response {
-    if request.method() == Method::DELETE {
-        let mut response = next.run(request).await;
-        if response.status() == StatusCode::ACCEPTED {
-            *response.status_mut() = StatusCode::OK;
-        }
-        return response;
-    }
-    let is_json = request
-        .headers()
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.starts_with("application/json"));
-    if request.method() != Method::POST || !is_json {
-        return next.run(request).await;
-    }
-    let (parts, body) = request.into_parts();
-    let Ok(bytes) = to_bytes(body, MAX_REQUEST_BYTES).await else {
-        return (StatusCode::PAYLOAD_TOO_LARGE, "request body too large").into_response();
-    };
-    let value: Value = match serde_json::from_slice(&bytes) {
-        Ok(value) => value,
-        Err(error) => return jsonrpc_error(Value::Null, -32700, format!("Parse error: {error}")),
-    };
-    if let Err(error) = serde_json::from_value::<ClientJsonRpcMessage>(value.clone()) {
-        // Batches (gone since 2025-06-18), a wrong `jsonrpc`, a message without a method…
-        let id = value.get("id").cloned().unwrap_or(Value::Null);
-        return jsonrpc_error(id, -32600, format!("Invalid Request: {error}"));
-    }
-    next.run(Request::from_parts(parts, Body::from(bytes)))
-        .await
-}
-
-fn jsonrpc_error(id: Value, code: i32, message: String) -> Response {
-    let body = json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}});
-    (
-        StatusCode::BAD_REQUEST,
         [(header::CONTENT_TYPE, "application/json")],
         body.to_string(),
     )

@@ -1,0 +1,270 @@
+//! Who is calling `/mcp`: the bearer credential checked before anything else reads the request,
+//! the [`Principal`] left in its extensions for the MCP handler, and what a refused client is
+//! told: 401 with `WWW-Authenticate` naming the Protected Resource Metadata (RFC 9728) and the
+//! scopes, 403 `insufficient_scope`, 503 while the authorization server cannot be asked. The
+//! metadata itself is served at `/.well-known/oauth-protected-resource` (and under the resource's
+//! path, as RFC 9728 places it).
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+
+use axum::extract::{ConnectInfo, Request, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+
+use crate::access::Principal;
+use crate::access::authenticator::{Authenticator, Refusal};
+use crate::mcp::catalogue::Catalogue;
+
+/// What `/mcp` requires.
+pub enum Authentication {
+    /// Nothing: `--no-auth`, loopback only.
+    Off,
+    /// A bearer credential the authenticator accepts.
+    Required {
+        authenticator: Authenticator,
+        /// Set when OAuth is configured: what the metadata document says.
+        resource: Option<ProtectedResource>,
+    },
+}
+
+/// This server as an OAuth protected resource.
+#[derive(Clone, Debug)]
+pub struct ProtectedResource {
+    /// Its identifier, the `/mcp` URL tokens name in `aud`.
+    pub resource: String,
+    pub authorization_servers: Vec<String>,
+    pub scopes: Vec<String>,
+}
+
+impl ProtectedResource {
+    /// Where the metadata lives: the well-known part inserted before the resource's path.
+    pub fn metadata_url(&self) -> String {
+        let (origin, path) = split_origin(&self.resource);
+        format!("{origin}/.well-known/oauth-protected-resource{path}")
+    }
+
+    /// The metadata path under this server, as served.
+    pub fn metadata_path(&self) -> String {
+        let (_, path) = split_origin(&self.resource);
+        format!("/.well-known/oauth-protected-resource{path}")
+    }
+
+    pub fn document(&self) -> serde_json::Value {
+        json!({
+            "resource": self.resource,
+            "authorization_servers": self.authorization_servers,
+            "scopes_supported": self.scopes,
+            "bearer_methods_supported": ["header"],
+            "resource_name": "moat",
+        })
+    }
+}
+
+fn split_origin(url: &str) -> (&str, &str) {
+    let url = url.trim_end_matches('/');
+    let start = url.find("://").map_or(0, |i| i + 3);
+    match url[start..].find('/') {
+        Some(slash) => url.split_at(start + slash),
+        None => (url, ""),
+    }
+}
+
+/// The caller's address: the peer's, or when the peer is a trusted proxy, the last address in
+/// `X-Forwarded-For` that no trusted proxy added.
+#[derive(Clone, Copy, Debug)]
+pub struct Remote(pub Option<IpAddr>);
+
+/// The state the layer needs.
+#[derive(Clone)]
+pub struct Guard {
+    pub authentication: Arc<Authentication>,
+    pub trusted_proxies: Arc<Vec<IpAddr>>,
+    pub catalogue: Catalogue,
+}
+
+fn remote(request: &Request, trusted: &[IpAddr]) -> Option<IpAddr> {
+    let peer = request
+        .extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|info| info.0.ip())?;
+    if !trusted.contains(&peer) {
+        return Some(peer);
+    }
+    let forwarded: Vec<IpAddr> = request
+        .headers()
+        .get_all("x-forwarded-for")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .filter_map(|a| a.trim().parse().ok())
+        .collect();
+    forwarded
+        .into_iter()
+        .rev()
+        .find(|ip| !trusted.contains(ip))
+        .or(Some(peer))
+}
+
+/// Authenticates the request, or answers it with the refusal.
+pub async fn authenticate(
+    State(guard): State<Guard>,
+    mut request: Request,
+    next: Next,
+) -> Response {
+    let address = remote(&request, &guard.trusted_proxies);
+    request.extensions_mut().insert(Remote(address));
+    let (authenticator, resource) = match &*guard.authentication {
+        Authentication::Off => {
+            request.extensions_mut().insert(Principal::anonymous());
+            return next.run(request).await;
+        }
+        Authentication::Required {
+            authenticator,
+            resource,
+        } => (authenticator, resource.as_ref()),
+    };
+    let credential = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .map(HeaderValue::as_bytes);
+    match authenticator.authenticate(credential).await {
+        Ok(principal) => {
+            request.extensions_mut().insert(principal);
+            next.run(request).await
+        }
+        Err(refusal) => {
+            guard
+                .catalogue
+                .metrics()
+                .record_auth_failure(refusal.kind());
+            let from = address.map_or("an unknown address".into(), |a| a.to_string());
+            match &refusal {
+                Refusal::Missing => tracing::debug!("refused a request from {from}: no credential"),
+                other => tracing::warn!("refused a request from {from}: {}", describe(other)),
+            }
+            refuse(&refusal, resource)
+        }
+    }
+}
+
+fn describe(refusal: &Refusal) -> String {
+    match refusal {
+        Refusal::Missing => "this server requires `Authorization: Bearer TOKEN`".into(),
+        Refusal::Invalid(why) => why.clone(),
+        Refusal::InsufficientScope(scopes) => {
+            format!("the token lacks the scope {}", scopes.join(" "))
+        }
+        Refusal::Unavailable(why) => format!("the token cannot be checked now: {why}"),
+    }
+}
+
+/// The answer to a refused request.
+pub fn refuse(refusal: &Refusal, resource: Option<&ProtectedResource>) -> Response {
+    let description = describe(refusal);
+    let (status, error) = match refusal {
+        Refusal::Missing => (StatusCode::UNAUTHORIZED, None),
+        Refusal::Invalid(_) => (StatusCode::UNAUTHORIZED, Some("invalid_token")),
+        Refusal::InsufficientScope(_) => (StatusCode::FORBIDDEN, Some("insufficient_scope")),
+        // Not the client's fault: it should retry, not fetch another token.
+        Refusal::Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, None),
+    };
+    let mut challenge = vec!["realm=\"moat\"".to_string()];
+    if let Some(resource) = resource {
+        challenge.push(format!("resource_metadata=\"{}\"", resource.metadata_url()));
+        let scopes = match refusal {
+            Refusal::InsufficientScope(missing) => missing.clone(),
+            _ => resource.scopes.clone(),
+        };
+        if !scopes.is_empty() {
+            challenge.push(format!("scope=\"{}\"", scopes.join(" ")));
+        }
+    }
+    if let Some(error) = error {
+        challenge.push(format!("error=\"{error}\""));
+        challenge.push(format!("error_description=\"{}\"", quoted(&description)));
+    }
+    let mut headers = HeaderMap::new();
+    if let Ok(value) = HeaderValue::try_from(format!("Bearer {}", challenge.join(", "))) {
+        headers.insert(header::WWW_AUTHENTICATE, value);
+    }
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    if status == StatusCode::SERVICE_UNAVAILABLE {
+        headers.insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
+    }
+    let body = json!({
+        "error": error.unwrap_or(if status == StatusCode::SERVICE_UNAVAILABLE {
+            "temporarily_unavailable"
+        } else {
+            "unauthorized"
+        }),
+        "error_description": description,
+    });
+    (status, headers, body.to_string()).into_response()
+}
+
+/// A description fit for a quoted-string: no quotes or backslashes, printable ASCII only.
+fn quoted(text: &str) -> String {
+    text.chars()
+        .map(|c| match c {
+            '"' | '\\' => '\'',
+            c if c.is_ascii_graphic() || c == ' ' => c,
+            _ => '?',
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_metadata_lives_under_the_resources_path() {
+        let resource = ProtectedResource {
+            resource: "https://tools.example.com/mcp".into(),
+            authorization_servers: vec!["https://id.example.com".into()],
+            scopes: vec!["tools".into()],
+        };
+        assert_eq!(
+            resource.metadata_url(),
+            "https://tools.example.com/.well-known/oauth-protected-resource/mcp"
+        );
+        assert_eq!(
+            resource.metadata_path(),
+            "/.well-known/oauth-protected-resource/mcp"
+        );
+    }
+
+    #[test]
+    fn a_refusal_says_where_the_metadata_is_and_never_breaks_the_header() {
+        let resource = ProtectedResource {
+            resource: "http://127.0.0.1:9/mcp".into(),
+            authorization_servers: vec![],
+            scopes: vec!["tools".into()],
+        };
+        let response = refuse(&Refusal::Invalid("bad \"quote\"\n".into()), Some(&resource));
+        assert_eq!(response.status(), StatusCode::UNAUTHORIZED);
+        let challenge = response.headers()[header::WWW_AUTHENTICATE]
+            .to_str()
+            .unwrap();
+        assert_eq!(
+            challenge,
+            "Bearer realm=\"moat\", resource_metadata=\"http://127.0.0.1:9/.well-known/oauth-protected-resource/mcp\", \
+             scope=\"tools\", error=\"invalid_token\", error_description=\"bad 'quote'?\""
+        );
+        let forbidden = refuse(
+            &Refusal::InsufficientScope(vec!["admin".into()]),
+            Some(&resource),
+        );
+        assert_eq!(forbidden.status(), StatusCode::FORBIDDEN);
+        let challenge = forbidden.headers()[header::WWW_AUTHENTICATE]
+            .to_str()
+            .unwrap();
+        assert!(challenge.contains("scope=\"admin\", error=\"insufficient_scope\""));
+    }
+}
