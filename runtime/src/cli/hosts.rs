@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{Result, bail};
+use anyhow::{Context, Result};
 use serde_json::{Value, json};
 
 /// The MCP hosts moat writes configuration for.
@@ -24,8 +24,12 @@ pub enum Host {
 pub enum Launch {
     /// The host starts `command args…` and speaks MCP on its stdio.
     Stdio { command: PathBuf, args: Vec<String> },
-    /// The host connects to a moat already serving this URL.
-    Http { url: String },
+    /// The host connects to a moat already serving this URL, sending these headers (the
+    /// local token's `Authorization`).
+    Http {
+        url: String,
+        headers: Vec<(String, String)>,
+    },
 }
 
 impl Launch {
@@ -48,15 +52,39 @@ pub fn snippet(host: Host, name: &str, launch: &Launch) -> Result<String> {
         (Host::ClaudeDesktop | Host::Cursor, Launch::Stdio { command, args }) => json(json!({
             "mcpServers": {name: {"command": command, "args": args}}
         })),
-        (Host::Cursor, Launch::Http { url }) => json(json!({"mcpServers": {name: {"url": url}}})),
-        (Host::ClaudeDesktop, Launch::Http { .. }) => {
-            bail!("Claude Desktop's config file starts stdio servers only; leave out --http")
+        (Host::Cursor, Launch::Http { url, headers }) => {
+            let mut server = json!({"url": url});
+            if !headers.is_empty() {
+                server["headers"] = header_map(headers);
+            }
+            json(json!({"mcpServers": {name: server}}))
+        }
+        // Claude Desktop's file starts stdio servers only: mcp-remote bridges to HTTP, the
+        // header's value in its environment rather than on a command line `ps` shows.
+        (Host::ClaudeDesktop, Launch::Http { url, headers }) => {
+            let mut args = vec!["-y".to_string(), "mcp-remote".into(), url.clone()];
+            let mut env = serde_json::Map::new();
+            for (i, (header, value)) in headers.iter().enumerate() {
+                let var = format!("MOAT_HEADER_{i}");
+                args.push("--header".into());
+                args.push(format!("{header}:${{{var}}}"));
+                env.insert(var, json!(value));
+            }
+            let mut server = json!({"command": "npx", "args": args});
+            if !env.is_empty() {
+                server["env"] = Value::Object(env);
+            }
+            json(json!({"mcpServers": {name: server}}))
         }
         (Host::Vscode, Launch::Stdio { command, args }) => json(json!({
             "servers": {name: {"type": "stdio", "command": command, "args": args}}
         })),
-        (Host::Vscode, Launch::Http { url }) => {
-            json(json!({"servers": {name: {"type": "http", "url": url}}}))
+        (Host::Vscode, Launch::Http { url, headers }) => {
+            let mut server = json!({"type": "http", "url": url});
+            if !headers.is_empty() {
+                server["headers"] = header_map(headers);
+            }
+            json(json!({"servers": {name: server}}))
         }
         (Host::ClaudeCode, Launch::Stdio { command, args }) => {
             let words: Vec<String> = std::iter::once(command.display().to_string())
@@ -69,12 +97,49 @@ pub fn snippet(host: Host, name: &str, launch: &Launch) -> Result<String> {
                 words.join(" ")
             ))
         }
-        (Host::ClaudeCode, Launch::Http { url }) => Ok(format!(
-            "claude mcp add --transport http {} {}",
-            shell_quote(name),
-            shell_quote(url)
-        )),
+        (Host::ClaudeCode, Launch::Http { url, headers }) => {
+            let mut command = format!(
+                "claude mcp add --transport http {} {}",
+                shell_quote(name),
+                shell_quote(url)
+            );
+            for (header, value) in headers {
+                command.push_str(" --header ");
+                command.push_str(&shell_quote(&format!("{header}: {value}")));
+            }
+            Ok(command)
+        }
     }
+}
+
+fn header_map(headers: &[(String, String)]) -> Value {
+    Value::Object(
+        headers
+            .iter()
+            .map(|(name, value)| (name.clone(), json!(value)))
+            .collect(),
+    )
+}
+
+/// The headers a host sends a moat serving HTTP with `config`: the local token's, unless the
+/// config names other credentials (API keys, OAuth), which the host brings itself.
+pub fn http_headers(
+    config: Option<&Path>,
+    token_file: Option<PathBuf>,
+) -> Result<Vec<(String, String)>> {
+    let service = match config {
+        Some(config) => moat::serve::config::read_service(config, None)?,
+        None => Default::default(),
+    };
+    if !service.api_keys.is_empty() || service.oauth.is_some() {
+        return Ok(Vec::new());
+    }
+    let path = token_file
+        .or(service.token_file)
+        .or_else(moat::access::credentials::default_token_file)
+        .context("no place for the local token: set HOME, MOAT_TOKEN_FILE or --token-file")?;
+    let token = moat::access::credentials::local_token(&path)?;
+    Ok(vec![("Authorization".into(), format!("Bearer {token}"))])
 }
 
 fn absolute(path: &Path, cwd: &Path) -> String {
@@ -151,21 +216,38 @@ mod tests {
     }
 
     #[test]
-    fn http_hosts_get_the_url() {
+    fn http_hosts_get_the_url_and_the_token() {
         let http = Launch::Http {
             url: "http://127.0.0.1:8080/mcp".into(),
+            headers: vec![("Authorization".into(), "Bearer moat_x".into())],
         };
         let cursor: Value =
             serde_json::from_str(&snippet(Host::Cursor, "moat", &http).unwrap()).unwrap();
         assert_eq!(
-            cursor["mcpServers"]["moat"]["url"],
-            "http://127.0.0.1:8080/mcp"
+            cursor["mcpServers"]["moat"],
+            json!({"url": "http://127.0.0.1:8080/mcp", "headers": {"Authorization": "Bearer moat_x"}})
+        );
+        let vscode: Value =
+            serde_json::from_str(&snippet(Host::Vscode, "moat", &http).unwrap()).unwrap();
+        assert_eq!(
+            vscode["servers"]["moat"]["headers"]["Authorization"],
+            "Bearer moat_x"
         );
         assert_eq!(
             snippet(Host::ClaudeCode, "moat", &http).unwrap(),
-            "claude mcp add --transport http moat http://127.0.0.1:8080/mcp"
+            "claude mcp add --transport http moat http://127.0.0.1:8080/mcp \
+             --header 'Authorization: Bearer moat_x'"
         );
-        let error = snippet(Host::ClaudeDesktop, "moat", &http).unwrap_err();
-        assert!(error.to_string().contains("stdio servers only"));
+        let desktop: Value =
+            serde_json::from_str(&snippet(Host::ClaudeDesktop, "moat", &http).unwrap()).unwrap();
+        assert_eq!(
+            desktop["mcpServers"]["moat"],
+            json!({
+                "command": "npx",
+                "args": ["-y", "mcp-remote", "http://127.0.0.1:8080/mcp", "--header",
+                         "Authorization:${MOAT_HEADER_0}"],
+                "env": {"MOAT_HEADER_0": "Bearer moat_x"},
+            })
+        );
     }
 }

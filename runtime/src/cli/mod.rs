@@ -61,6 +61,8 @@ enum Command {
         /// Tools per `tools/list` page.
         #[arg(long, value_name = "N", default_value_t = moat::mcp::catalogue::DEFAULT_PAGE_SIZE)]
         page_size: std::num::NonZeroUsize,
+        #[command(flatten)]
+        http_flags: HttpArgs,
     },
     /// Show a plugin's tools, their schemas and descriptions, what it imports, its permission
     /// manifest and what became of each grant.
@@ -123,6 +125,14 @@ enum Command {
         /// The server's name in the host's configuration.
         #[arg(long, default_value = "moat")]
         name: String,
+        /// With --http: the local token's file, as given to `moat serve --token-file`.
+        #[arg(long, value_name = "FILE", requires = "http")]
+        token_file: Option<PathBuf>,
+    },
+    /// Credentials for `moat serve --http`.
+    Auth {
+        #[command(subcommand)]
+        action: AuthAction,
     },
     /// Fetch a plugin into the download cache and print its sha256.
     Pull {
@@ -157,6 +167,43 @@ enum Command {
         /// The arguments, as a JSON object.
         #[arg(default_value = "{}")]
         arguments: String,
+    },
+}
+
+/// How `moat serve --http` authenticates and is reached.
+#[derive(clap::Args)]
+struct HttpArgs {
+    /// Serve HTTP without authentication: any local process may call every tool. Loopback
+    /// addresses only; a policy may forbid it.
+    #[arg(long, requires = "http")]
+    no_auth: bool,
+    /// The local bearer token's file (default: $MOAT_TOKEN_FILE, else
+    /// ~/.config/moat/http-token), created on first use, readable by its owner only.
+    #[arg(
+        long,
+        value_name = "FILE",
+        requires = "http",
+        conflicts_with = "no_auth"
+    )]
+    token_file: Option<PathBuf>,
+    /// Serve HTTPS with this PEM certificate chain (reloaded when it changes).
+    #[arg(long, value_name = "PEM", requires_all = ["http", "tls_key"])]
+    tls_cert: Option<PathBuf>,
+    /// The PEM private key of --tls-cert.
+    #[arg(long, value_name = "PEM", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+    /// Serve /metrics on this address, without authentication, instead of beside /mcp.
+    #[arg(long, value_name = "ADDRESS", requires = "http", value_parser = moat::mcp::http::parse_listen_address)]
+    metrics: Option<std::net::SocketAddr>,
+}
+
+#[derive(Subcommand)]
+enum AuthAction {
+    /// Make a new API key: prints the key, for the client, and its hash, for moat.toml's
+    /// `[auth] api_keys`.
+    Key {
+        /// The key's name, as [[access]] rules and the audit log name it (`key:NAME`).
+        name: String,
     },
 }
 
@@ -211,6 +258,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
             audit,
             audit_arguments,
             page_size,
+            http_flags,
         } => {
             let policy = Policy::resolve(trust.policy.as_deref())?;
             let audit = match (audit, &config) {
@@ -222,8 +270,23 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
                 paths: plugins.iter().map(PathBuf::from).collect(),
                 config,
                 secrets,
+                denied_tools: policy.deny_tools.clone(),
             };
-            serve(served, http, page_size, policy, audit).await
+            let flags = moat::serve::exposure::Flags {
+                no_auth: http_flags.no_auth,
+                token_file: http_flags.token_file,
+                tls_cert: http_flags.tls_cert,
+                tls_key: http_flags.tls_key,
+                metrics: http_flags.metrics,
+            };
+            serve(
+                served,
+                http.map(|addr| (addr, flags)),
+                page_size,
+                policy,
+                audit,
+            )
+            .await
         }
         Command::Inspect {
             plugin,
@@ -279,11 +342,13 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
             config,
             http,
             name,
+            token_file,
         } => {
             let host = host.context("name the host")?;
             let launch = match http {
                 Some(addr) => Launch::Http {
                     url: format!("http://{addr}/mcp"),
+                    headers: hosts::http_headers(config.as_deref(), token_file)?,
                 },
                 None => Launch::stdio(
                     std::env::current_exe()?,
@@ -293,6 +358,25 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
                 ),
             };
             print_out(&snippet(host, &name, &launch)?);
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Auth {
+            action: AuthAction::Key { name },
+        } => {
+            if name.is_empty()
+                || !name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "_.-".contains(c))
+            {
+                anyhow::bail!("a key's name may hold only ASCII letters, digits, `_`, `.` and `-`");
+            }
+            let key = moat::access::credentials::generate()?;
+            print_out(&key);
+            eprintln!(
+                "moat: give the client the key above (`Authorization: Bearer KEY`); put its hash \
+                 in moat.toml:\n\n[auth.api_keys]\n{name} = \"{}\"",
+                moat::access::credentials::hashed(&key)
+            );
             Ok(ExitCode::SUCCESS)
         }
         Command::Cache {

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use anyhow::{Context, Result};
 use rmcp::ServiceExt;
 
+use moat::access::Principal;
 use moat::mcp::audit::AuditLog;
 use moat::mcp::catalogue::Catalogue;
 use moat::mcp::server::MoatServer;
@@ -16,15 +17,26 @@ use moat::supply::policy::{Policy, Transport};
 
 pub async fn serve(
     served: Served,
-    http: Option<std::net::SocketAddr>,
+    http: Option<(std::net::SocketAddr, moat::serve::exposure::Flags)>,
     page_size: std::num::NonZeroUsize,
     policy: Policy,
     audit: Option<(PathBuf, bool)>,
 ) -> Result<ExitCode> {
-    match http {
-        Some(addr) => policy.check_transport(Transport::Http, Some(addr))?,
+    match &http {
+        Some((addr, _)) => policy.check_transport(Transport::Http, Some(*addr))?,
         None => policy.check_transport(Transport::Stdio, None)?,
     }
+    // Read before anything loads: a bad [auth] or [[access]] stops moat at once.
+    let service = served.service()?;
+    let tool_sets = service.tool_sets(&policy.deny_tools);
+    let stdio_principal = Principal::stdio(service.stdio_principal.as_deref().unwrap_or("stdio"));
+    let http = match http {
+        Some((addr, flags)) => Some((
+            addr,
+            moat::serve::exposure::settings(service, flags, addr, &policy)?,
+        )),
+        None => None,
+    };
     let (sources, fetched) = served.fetch().await?;
     // Fuel metering costs every plugin: only when one asks for it.
     let fuel = sources.iter().any(|s| s.limits.fuel.is_some());
@@ -59,20 +71,22 @@ pub async fn serve(
     outcome.log();
     let registry = Arc::new(outcome.registry);
     let catalogue = Catalogue::with_audit(registry, page_size, audit);
+    catalogue.set_tool_sets(tool_sets);
     // From now on, a change of what is served (or SIGHUP) reloads it.
     moat::serve::watch::spawn(served, loader, catalogue.clone(), &sources)?;
-    if let Some(addr) = http {
+    if let Some((addr, settings)) = http {
         let shutdown = tokio_util::sync::CancellationToken::new();
         let on_signal = shutdown.clone();
         tokio::spawn(async move {
             let _ = tokio::signal::ctrl_c().await;
             on_signal.cancel();
         });
-        moat::mcp::http::serve(catalogue, addr, shutdown).await?;
+        moat::mcp::http::serve(catalogue, addr, settings, shutdown).await?;
         return Ok(ExitCode::SUCCESS);
     }
     tracing::info!("serving MCP on stdio");
     let service = match MoatServer::new(catalogue)
+        .with_principal(stdio_principal)
         .serve(rmcp::transport::stdio())
         .await
     {

@@ -41,6 +41,7 @@ use serde::Deserialize;
 use crate::sandbox::grants::{FileGrant, Grants};
 use crate::sandbox::limits::{Limits, in_bytes};
 use crate::sandbox::network::{Injection, Network, NetworkGrant};
+use crate::serve::service::{self, Service};
 use crate::supply::PluginSource;
 use crate::supply::source::Source;
 use crate::wit::naming::sanitize;
@@ -63,6 +64,15 @@ struct ConfigFile {
     plugins: BTreeMap<String, PluginEntry>,
     /// The audit log: one JSON line per tool call. `moat serve --audit FILE` takes its place.
     audit: Option<AuditSettings>,
+    /// How HTTP callers prove who they are.
+    auth: Option<service::AuthEntry>,
+    /// Which callers may see and call which tools.
+    #[serde(default)]
+    access: Vec<service::AccessEntry>,
+    /// What each caller may ask of moat, separately.
+    quotas: Option<service::QuotasEntry>,
+    /// How `moat serve --http` is reached.
+    http: Option<service::HttpEntry>,
 }
 
 /// `[audit]`: where the audit log goes, and whether it records arguments in full.
@@ -88,6 +98,29 @@ pub fn read_audit(path: &Path) -> Result<Option<AuditSettings>> {
         path: base.join(audit.path),
         ..audit
     }))
+}
+
+/// The `[auth]`, `[[access]]`, `[quotas]` and `[http]` tables of `moat.toml`, paths resolved
+/// against its folder and `${secret:NAME}` taken from `secrets` (a flag's file) or the secrets
+/// file the config names.
+pub fn read_service(path: &Path, secrets: Option<&Path>) -> Result<Service> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let base = path.parent().unwrap_or(Path::new("."));
+    let file: ConfigFile =
+        toml::from_str(&text).with_context(|| format!("in {}", path.display()))?;
+    let env = |name: &str| std::env::var(name).ok();
+    let lookup = Lookup::new(&env, secrets, file.secrets.as_deref(), base)
+        .with_context(|| format!("in {}", path.display()))?;
+    service::parse(service::Tables {
+        auth: file.auth,
+        access: file.access,
+        quotas: file.quotas,
+        http: file.http,
+        base,
+        expand: &|text| lookup.expand(text),
+    })
+    .with_context(|| format!("in {}", path.display()))
 }
 
 /// `[plugins.NAME]`: one plugin, given by exactly one of `path` and `source`, with its grants
@@ -259,7 +292,25 @@ struct Lookup<'a> {
     secrets: Option<(PathBuf, BTreeMap<String, String>)>,
 }
 
-impl Lookup<'_> {
+impl<'a> Lookup<'a> {
+    /// Lookups in `env` and in the secrets file: `secrets` (a flag's) or else `named` (the
+    /// config's own, relative to `base`).
+    fn new(
+        env: &'a dyn Fn(&str) -> Option<String>,
+        secrets: Option<&Path>,
+        named: Option<&Path>,
+        base: &Path,
+    ) -> Result<Self> {
+        let secrets = match secrets
+            .map(Path::to_path_buf)
+            .or(named.map(|p| base.join(p)))
+        {
+            Some(path) => Some((path.clone(), read_secrets(&path)?)),
+            None => None,
+        };
+        Ok(Self { env, secrets })
+    }
+
     /// `text` with every `${env:NAME}` and `${secret:NAME}` replaced by its value.
     fn expand(&self, text: &str) -> Result<String> {
         let mut out = String::new();
@@ -365,14 +416,7 @@ pub fn parse(
     secrets: Option<&Path>,
 ) -> Result<Vec<PluginSource>> {
     let file: ConfigFile = toml::from_str(text)?;
-    let secrets = match secrets
-        .map(Path::to_path_buf)
-        .or(file.secrets.map(|p| base.join(p)))
-    {
-        Some(path) => Some((path.clone(), read_secrets(&path)?)),
-        None => None,
-    };
-    let lookup = Lookup { env, secrets };
+    let lookup = Lookup::new(env, secrets, file.secrets.as_deref(), base)?;
     file.plugins
         .into_iter()
         .map(|(name, entry)| {

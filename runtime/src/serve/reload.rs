@@ -16,9 +16,11 @@ use std::sync::Arc;
 use anyhow::{Result, bail};
 use wasmtime::Engine;
 
+use crate::access::tool_sets::ToolSets;
 use crate::plugin::Plugin;
 use crate::plugin::registry::{LoadError, Registry};
 use crate::serve::config;
+use crate::serve::service::Service;
 use crate::supply::PluginSource;
 use crate::supply::cache::Cache;
 use crate::supply::lock::Lock;
@@ -34,9 +36,24 @@ pub struct Served {
     pub config: Option<PathBuf>,
     /// A secrets file for `${secret:NAME}` in it, instead of the one it names.
     pub secrets: Option<PathBuf>,
+    /// Tools the enterprise policy denies every caller.
+    pub denied_tools: Vec<String>,
 }
 
 impl Served {
+    /// The service tables of the config (all defaults without one).
+    pub fn service(&self) -> Result<Service> {
+        match &self.config {
+            Some(path) => config::read_service(path, self.secrets.as_deref()),
+            None => Ok(Service::default()),
+        }
+    }
+
+    /// Which caller sees which tools now: the config's rules under the policy's cap.
+    pub fn tool_sets(&self) -> Result<ToolSets> {
+        Ok(self.service()?.tool_sets(&self.denied_tools))
+    }
+
     /// The plugins these name now; two plugins of one name are an error.
     pub fn sources(&self) -> Result<Vec<PluginSource>> {
         Ok(self.sources_split()?.0)

@@ -75,7 +75,9 @@ pub fn spawn(
             // Whatever else changed meanwhile is read by this same reload.
             while changed.try_recv().is_ok() {}
             tracing::info!("reloading: {reason}");
-            match reload(&served, &loader, &catalogue).await {
+            let reloaded = reload(&served, &loader, &catalogue).await;
+            catalogue.metrics().record_reload(reloaded.is_ok());
+            match reloaded {
                 Ok(sources) => {
                     if let Some(watcher) = watcher.as_mut() {
                         watched.update(watcher, &served, &sources);
@@ -110,10 +112,12 @@ async fn reload(
     .await
     .context("the reload task failed")?;
     let outcome = outcome?;
+    let tool_sets = served.tool_sets()?;
     outcome.log();
     if catalogue.replace(Arc::new(outcome.registry)) {
         tracing::info!("the tool list changed; clients were told");
     }
+    catalogue.set_tool_sets(tool_sets);
     Ok(sources)
 }
 

@@ -7,6 +7,8 @@
 //! require_manifest = false
 //! transports = ["stdio", "http"]
 //! http_bind = ["127.0.0.1", "[::1]:8080"]   # an address alone allows any port
+//! http_require_auth = true   # `moat serve --http --no-auth` is refused
+//! deny_tools = ["*_delete", "plugin:shell"]  # no caller gets these, whatever moat.toml says
 //!
 //! [publishers]
 //! acme = "RWQf6LRCGA9i53mlYecO4IzT51TGPpvWucNSCh1CBM0QTaLn73Y7GFO3"   # minisign public key
@@ -58,6 +60,10 @@ struct PolicyFile {
     require_manifest: bool,
     transports: Option<Vec<Transport>>,
     http_bind: Option<Vec<String>>,
+    #[serde(default)]
+    http_require_auth: bool,
+    #[serde(default)]
+    deny_tools: Vec<String>,
     #[serde(default)]
     publishers: std::collections::BTreeMap<String, String>,
     #[serde(default)]
@@ -214,6 +220,10 @@ pub struct Policy {
     pub require_manifest: bool,
     pub transports: Option<Vec<Transport>>,
     http_bind: Option<Vec<(IpAddr, Option<u16>)>>,
+    /// Whether HTTP must authenticate its callers (no `--no-auth`).
+    pub http_require_auth: bool,
+    /// Tools no caller gets, by MCP name glob or `plugin:NAME` (tool-set patterns).
+    pub deny_tools: Vec<String>,
     pub publishers: Vec<TrustedKey>,
     /// `None` without a policy file: every plugin may load.
     pub allow: Option<Vec<AllowRule>>,
@@ -323,6 +333,8 @@ impl Policy {
             require_manifest: file.require_manifest,
             transports: file.transports,
             http_bind,
+            http_require_auth: file.http_require_auth,
+            deny_tools: file.deny_tools,
             publishers,
             allow: Some(allow),
             ceiling: file.ceiling.parse("[ceiling]")?,
@@ -349,6 +361,17 @@ impl Policy {
                 .any(|(ip, port)| *ip == addr.ip() && port.is_none_or(|p| p == addr.port()))
         {
             bail!("{} does not allow binding {addr}", self.name());
+        }
+        Ok(())
+    }
+
+    /// Refuses HTTP without authentication when the policy requires it.
+    pub fn check_no_auth(&self) -> Result<()> {
+        if self.http_require_auth {
+            bail!(
+                "{} requires authentication on HTTP (http_require_auth); --no-auth is refused",
+                self.name()
+            );
         }
         Ok(())
     }

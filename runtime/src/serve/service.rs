@@ -1,0 +1,334 @@
+//! The tables of `moat.toml` for moat as a service shared by many callers: who they are
+//! (`[auth]`), what each may use (`[[access]]`), how much (`[quotas]`), and how it is reached
+//! (`[http]`).
+//!
+//! ```toml
+//! [auth]
+//! resource = "https://tools.example.com/mcp"     # this server, as tokens name it in `aud`
+//! api_keys = { ci = "sha256:9f86d0…" }             # `moat auth key ci` makes one
+//! [auth.oauth]
+//! issuer = "https://id.example.com"
+//! scopes = ["mcp:tools"]                          # every token must carry these
+//! introspection = { client_id = "moat", client_secret = "${secret:INTROSPECTION}" }
+//!
+//! [[access]]                  # a caller sees a tool if a rule that matches it allows the
+//! group = "eng"               # tool and none denies it; no rules: every tool for everyone
+//! allow = ["plugin:notes", "echo_*"]
+//! deny = ["notes_delete"]
+//!
+//! [quotas]
+//! requests_per_minute = 600
+//! concurrent_calls = 8
+//! principals = { "key:ci" = { requests_per_minute = 60 } }
+//!
+//! [http]
+//! hosts = ["tools.example.com"]
+//! trusted_proxies = ["127.0.0.1"]
+//! tls_cert = "tls/cert.pem"
+//! tls_key = "tls/key.pem"
+//! ```
+
+use std::collections::{BTreeMap, HashMap};
+use std::net::{IpAddr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+use crate::access::credentials::parse_hashed;
+use crate::access::oauth::{self, introspection, jwks};
+use crate::access::quotas::Quota;
+use crate::access::tool_sets::{Pattern, Rule, ToolSets, Who};
+
+/// `[auth]`: how HTTP callers prove who they are. With none of `api_keys` and `oauth`, every
+/// request must carry the local token (`token_file`).
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(super) struct AuthEntry {
+    /// The local bearer token's file, relative to moat.toml; created (mode 0600) when missing.
+    /// Default: `$MOAT_TOKEN_FILE`, else `~/.config/moat/http-token`.
+    token_file: Option<PathBuf>,
+    /// This server's resource identifier, the URL of its `/mcp` endpoint as clients reach it:
+    /// access tokens must name it in `aud` (RFC 8707). Default: `http://ADDRESS/mcp` of a
+    /// loopback `--http` address (https with TLS).
+    #[schemars(regex(pattern = r"^https?://"))]
+    resource: Option<String>,
+    /// Static API keys for machine clients, by name: each the key's hash, `sha256:` and 64 hex
+    /// digits, or `${secret:NAME}` holding one. `moat auth key NAME` makes a key and its hash.
+    #[serde(default)]
+    #[schemars(extend("propertyNames" = { "pattern": "^[A-Za-z0-9_.-]+$" }))]
+    api_keys: BTreeMap<String, String>,
+    /// OAuth 2.1 access tokens from an authorization server.
+    oauth: Option<OAuthEntry>,
+    /// The principal stdio requests act for, as `[[access]]` rules name it. Default: `stdio`.
+    stdio_principal: Option<String>,
+}
+
+/// `[auth.oauth]`: the authorization server whose access tokens moat accepts.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct OAuthEntry {
+    /// The issuer, exactly as its tokens' `iss` names it: https, or http to loopback.
+    issuer: String,
+    /// Scopes every token must carry; Protected Resource Metadata and 401s name them.
+    #[serde(default)]
+    scopes: Vec<String>,
+    /// The issuer's JWKS, when its metadata does not name one.
+    jwks_uri: Option<String>,
+    /// Clock skew allowed on `exp` and `nbf`, in seconds.
+    #[schemars(extend("default" = 60))]
+    leeway_seconds: Option<u64>,
+    /// The least time between two fetches of the issuer's keys, in seconds: a token signed by
+    /// a key moat does not know makes it fetch them again, at most this often.
+    #[schemars(extend("default" = 10))]
+    jwks_cooldown_seconds: Option<u64>,
+    /// Introspection (RFC 7662) of opaque tokens, as this client of the issuer.
+    introspection: Option<IntrospectionEntry>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct IntrospectionEntry {
+    /// The endpoint, when the issuer's metadata does not name one.
+    endpoint: Option<String>,
+    client_id: String,
+    /// Its secret; `${secret:NAME}` takes it from the secrets file.
+    client_secret: String,
+    /// How long an answer is trusted, in seconds: a revoked token is refused at most this
+    /// late. 0 asks every time.
+    #[schemars(extend("default" = 30))]
+    cache_seconds: Option<u64>,
+}
+
+/// `[[access]]`: one rule from callers to tools. Every condition given must hold for the rule
+/// to match a caller (none: everyone); each is a glob (`*`, `?`).
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(super) struct AccessEntry {
+    /// The principal's name: `key:NAME`, a token's `sub`, `local`, `stdio`.
+    principal: Option<String>,
+    /// An API key's name.
+    key: Option<String>,
+    /// A token's `sub`.
+    subject: Option<String>,
+    /// A token's `client_id`.
+    client_id: Option<String>,
+    /// A scope the token carries.
+    scope: Option<String>,
+    /// A group (`groups` or `roles` claim) the token names.
+    group: Option<String>,
+    /// Tools the rule gives, by MCP name (`notes_*`), or whole plugins (`plugin:notes`).
+    #[serde(default)]
+    allow: Vec<String>,
+    /// Tools the rule withholds, whatever other rules give.
+    #[serde(default)]
+    deny: Vec<String>,
+}
+
+/// `[quotas]`: what each principal may ask, separately.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(super) struct QuotasEntry {
+    /// Requests to `/mcp` per minute and principal; a minute's worth may come at once.
+    requests_per_minute: Option<u32>,
+    /// `tools/call` requests running at once, per principal.
+    concurrent_calls: Option<u32>,
+    /// Other quotas for some principals, by name (`"key:ci" = { requests_per_minute = 60 }`).
+    #[serde(default)]
+    principals: BTreeMap<String, QuotaEntry>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct QuotaEntry {
+    requests_per_minute: Option<u32>,
+    concurrent_calls: Option<u32>,
+}
+
+/// `[http]`: how `moat serve --http` is reached.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(super) struct HttpEntry {
+    /// `Host` names to accept besides loopback ones (`tools.example.com`, or `host:port`).
+    #[serde(default)]
+    hosts: Vec<String>,
+    /// Browser `Origin`s to accept besides loopback ones (`https://app.example.com`).
+    #[serde(default)]
+    origins: Vec<String>,
+    /// Reverse proxies whose `X-Forwarded-For` names the caller, by IP address.
+    #[serde(default)]
+    trusted_proxies: Vec<IpAddr>,
+    /// Legacy sessions open at once, at most.
+    #[schemars(extend("default" = 1000))]
+    max_sessions: Option<usize>,
+    /// A legacy session that hears nothing for this many seconds ends.
+    #[schemars(extend("default" = 300))]
+    session_idle_seconds: Option<u64>,
+    /// The TLS certificate chain (PEM), relative to moat.toml; reloaded when it changes.
+    tls_cert: Option<PathBuf>,
+    /// The TLS private key (PEM).
+    tls_key: Option<PathBuf>,
+    /// Serve `/metrics` on this address (`HOST:PORT`) without authentication, instead of beside
+    /// `/mcp` behind it.
+    metrics: Option<SocketAddr>,
+}
+
+/// What these tables say, checked.
+#[derive(Debug, Default)]
+pub struct Service {
+    pub token_file: Option<PathBuf>,
+    pub resource: Option<String>,
+    pub api_keys: Vec<(String, [u8; 32])>,
+    /// The issuer's settings, but the audience, which comes from the address served.
+    pub oauth: Option<oauth::Settings>,
+    pub stdio_principal: Option<String>,
+    pub rules: Vec<Rule>,
+    pub default_quota: Quota,
+    pub quotas: HashMap<String, Quota>,
+    pub hosts: Vec<String>,
+    pub origins: Vec<String>,
+    pub trusted_proxies: Vec<IpAddr>,
+    pub max_sessions: Option<usize>,
+    pub session_idle: Option<Duration>,
+    pub tls: Option<(PathBuf, PathBuf)>,
+    pub metrics: Option<SocketAddr>,
+}
+
+impl Service {
+    /// The `[[access]]` rules, capped by `denied` (the enterprise policy's `deny_tools`).
+    pub fn tool_sets(&self, denied: &[String]) -> ToolSets {
+        ToolSets {
+            rules: self.rules.clone(),
+            denied: denied.iter().map(|p| Pattern::parse(p)).collect(),
+        }
+    }
+}
+
+/// The tables as read, and what expands `${secret:…}` in them.
+pub(super) struct Tables<'a> {
+    pub auth: Option<AuthEntry>,
+    pub access: Vec<AccessEntry>,
+    pub quotas: Option<QuotasEntry>,
+    pub http: Option<HttpEntry>,
+    pub base: &'a Path,
+    pub expand: &'a dyn Fn(&str) -> Result<String>,
+}
+
+pub(super) fn parse(tables: Tables) -> Result<Service> {
+    let mut service = Service::default();
+    let auth = tables.auth.unwrap_or_default();
+    service.token_file = auth.token_file.map(|f| tables.base.join(f));
+    if let Some(resource) = &auth.resource {
+        oauth::check_issuer_url(resource)
+            .or_else(|_| check_public_url(resource))
+            .context("[auth] resource")?;
+    }
+    service.resource = auth.resource;
+    for (name, value) in auth.api_keys {
+        let hashed = (tables.expand)(&value).with_context(|| format!("[auth] api_keys.{name}"))?;
+        let digest = parse_hashed(&hashed).with_context(|| format!("[auth] api_keys.{name}"))?;
+        service.api_keys.push((name, digest));
+    }
+    if let Some(entry) = auth.oauth {
+        service.oauth = Some(oauth_settings(entry, tables.expand).context("in [auth.oauth]")?);
+    }
+    service.stdio_principal = auth.stdio_principal;
+    for (i, entry) in tables.access.into_iter().enumerate() {
+        if entry.allow.is_empty() && entry.deny.is_empty() {
+            bail!(
+                "[[access]] rule {}: give `allow` or `deny` (or both)",
+                i + 1
+            );
+        }
+        service.rules.push(Rule {
+            who: Who {
+                principal: entry.principal,
+                key: entry.key,
+                subject: entry.subject,
+                client_id: entry.client_id,
+                scope: entry.scope,
+                group: entry.group,
+            },
+            allow: entry.allow.iter().map(|p| Pattern::parse(p)).collect(),
+            deny: entry.deny.iter().map(|p| Pattern::parse(p)).collect(),
+        });
+    }
+    let quotas = tables.quotas.unwrap_or_default();
+    service.default_quota = Quota {
+        requests_per_minute: quotas.requests_per_minute,
+        concurrent_calls: quotas.concurrent_calls,
+    };
+    for (name, quota) in quotas.principals {
+        service.quotas.insert(
+            name,
+            Quota {
+                requests_per_minute: quota.requests_per_minute,
+                concurrent_calls: quota.concurrent_calls,
+            },
+        );
+    }
+    for quota in service.quotas.values().chain([&service.default_quota]) {
+        if quota.requests_per_minute == Some(0) || quota.concurrent_calls == Some(0) {
+            bail!("[quotas]: a quota of 0 would refuse everything; leave it out for no limit");
+        }
+    }
+    let http = tables.http.unwrap_or_default();
+    service.hosts = http.hosts;
+    for origin in &http.origins {
+        if !origin.contains("://") {
+            bail!("[http] origins: \"{origin}\" needs its scheme (https://{origin})");
+        }
+    }
+    service.origins = http.origins;
+    service.trusted_proxies = http.trusted_proxies;
+    if http.max_sessions == Some(0) {
+        bail!("[http] max_sessions must be at least 1");
+    }
+    service.max_sessions = http.max_sessions;
+    service.session_idle = http.session_idle_seconds.map(Duration::from_secs);
+    service.tls = match (http.tls_cert, http.tls_key) {
+        (Some(cert), Some(key)) => Some((tables.base.join(cert), tables.base.join(key))),
+        (None, None) => None,
+        _ => bail!("[http]: give both tls_cert and tls_key, or neither"),
+    };
+    service.metrics = http.metrics;
+    Ok(service)
+}
+
+fn oauth_settings(
+    entry: OAuthEntry,
+    expand: &dyn Fn(&str) -> Result<String>,
+) -> Result<oauth::Settings> {
+    oauth::check_issuer_url(&entry.issuer).context("issuer")?;
+    let introspection = match entry.introspection {
+        Some(i) => Some(introspection::Client {
+            endpoint: i.endpoint,
+            client_id: i.client_id,
+            client_secret: expand(&i.client_secret).context("introspection client_secret")?,
+            cache: Duration::from_secs(i.cache_seconds.unwrap_or(30)),
+        }),
+        None => None,
+    };
+    Ok(oauth::Settings {
+        issuer: entry.issuer,
+        audience: String::new(),
+        required_scopes: entry.scopes,
+        jwks_uri: entry.jwks_uri,
+        introspection,
+        leeway: Duration::from_secs(entry.leeway_seconds.unwrap_or(60)),
+        jwks_cooldown: entry
+            .jwks_cooldown_seconds
+            .map_or(jwks::DEFAULT_COOLDOWN, Duration::from_secs),
+    })
+}
+
+/// A resource URL for a server that others reach: https.
+fn check_public_url(text: &str) -> Result<()> {
+    if text.starts_with("https://") {
+        Ok(())
+    } else {
+        bail!("\"{text}\" must be https:// (plain http only on loopback)")
+    }
+}
