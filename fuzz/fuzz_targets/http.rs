@@ -13,9 +13,15 @@ use axum::body::Body;
 use axum::http::{Method, Request};
 use http_body_util::BodyExt;
 use libfuzzer_sys::fuzz_target;
+use moat::access::authenticator::Authenticator;
+use moat::access::credentials::ApiKeys;
+use moat::mcp::http::auth::Authentication;
 use moat_fuzz::{CATALOGUE, RUNTIME};
 use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
+
+/// The local token the router takes.
+const TOKEN: &str = "moat_fuzz_token_0123456789abcdef";
 
 fuzz_target!(|data: &[u8]| {
     let Some(request) = request(data) else {
@@ -23,7 +29,14 @@ fuzz_target!(|data: &[u8]| {
     };
     RUNTIME.block_on(async {
         let shutdown = CancellationToken::new();
-        let router = moat::mcp::http::router(CATALOGUE.clone(), shutdown.clone());
+        // Authentication as `moat serve --http` has it by default: the local token (the
+        // `-authorized` seeds carry it, the others meet the 401).
+        let authentication = Authentication::Required {
+            authenticator: Authenticator::new(Some(TOKEN), ApiKeys::default(), None),
+            resource: None,
+        };
+        let settings = moat::mcp::http::Settings::new(authentication);
+        let router = moat::mcp::http::router(CATALOGUE.clone(), shutdown.clone(), settings);
         let response = tokio::time::timeout(Duration::from_secs(10), router.oneshot(request))
             .await
             .expect("no response within 10 s")

@@ -15,6 +15,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
+use moat::access::Principal;
 use moat::mcp::catalogue::{Catalogue, DEFAULT_PAGE_SIZE};
 use moat::serve::reload::{Loader, Served};
 use moat::supply::cache::Cache;
@@ -97,6 +98,7 @@ fn served(dir: &Path, prefix: &str, wasms: &[&str]) -> Served {
         paths: vec![],
         config: Some(path),
         secrets: None,
+        ..Default::default()
     }
 }
 
@@ -106,7 +108,9 @@ fn list_all(catalogue: &Catalogue) -> (usize, usize) {
     let (mut count, mut bytes) = (0, 0);
     loop {
         let registry = catalogue.current();
-        let page = catalogue.page(&registry, cursor.as_deref()).unwrap();
+        let page = catalogue
+            .page(&registry, &Principal::stdio("stdio"), cursor.as_deref())
+            .unwrap();
         let tools = page.tools.iter().map(|(_, tool)| {
             let mut mcp = Tool::new(
                 tool.name.clone(),

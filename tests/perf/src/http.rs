@@ -11,13 +11,25 @@ use anyhow::{Context, Result, bail};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::client::conn::http1::SendRequest;
-use hyper::header::{ACCEPT, CONTENT_TYPE, HOST};
+use hyper::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HOST};
 use hyper::{Request, StatusCode};
 use hyper_util::rt::TokioIo;
 use serde_json::{Value, json};
 
 use crate::stdio::{PROTOCOL_VERSION, log_tail};
 use crate::{CLIENTS, MESSAGE, check_echo};
+
+/// The bearer token every session sends: moat serving HTTP requires one (the native server takes
+/// no notice). [`write_token_file`] puts it where moat reads it.
+pub const TOKEN: &str = "moat_perf_0123456789abcdefghijklmnopqrstuvwxyzABCDEF";
+
+/// Writes [`TOKEN`] to `path`, private to its owner as moat requires.
+pub fn write_token_file(path: &Path) -> Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::write(path, format!("{TOKEN}\n"))?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
+    Ok(())
+}
 
 /// One MCP session over one HTTP/1.1 connection.
 pub struct HttpSession {
@@ -95,6 +107,7 @@ impl HttpSession {
     async fn post(&mut self, message: Value, id: Option<u64>) -> Result<Option<Value>> {
         let mut request = Request::post("/mcp")
             .header(HOST, &self.authority)
+            .header(AUTHORIZATION, format!("Bearer {TOKEN}"))
             .header(CONTENT_TYPE, "application/json")
             .header(ACCEPT, "application/json, text/event-stream")
             .header("mcp-protocol-version", PROTOCOL_VERSION);

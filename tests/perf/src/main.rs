@@ -169,6 +169,7 @@ fn run(cli: Cli) -> Result<()> {
     watchdog::start(Duration::from_secs(cli.timeout.unwrap_or(default_timeout)));
     let work = std::env::temp_dir().join(format!("moat-perf-{}", std::process::id()));
     std::fs::create_dir_all(&work)?;
+    http::write_token_file(&work.join("http-token"))?;
     let mut bench = Bench {
         moat: cli.moat,
         native,
@@ -243,7 +244,10 @@ impl Bench {
 
     fn moat_command(&self, args: &[&str], cache: &Path) -> Command {
         let mut command = Command::new(&self.moat);
-        command.args(args).env("MOAT_CACHE_DIR", cache);
+        command
+            .args(args)
+            .env("MOAT_CACHE_DIR", cache)
+            .env("MOAT_TOKEN_FILE", self.work.join("http-token"));
         command
     }
 

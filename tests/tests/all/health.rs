@@ -5,6 +5,8 @@ use std::sync::Arc;
 use axum::body::{Body, to_bytes};
 use axum::http::{Request, StatusCode};
 use moat::mcp::catalogue::Catalogue;
+use moat::mcp::http::auth::Authentication;
+use moat::mcp::http::{Settings, router};
 use moat::plugin::registry::Registry;
 use moat_tests::{engine, plugins, source};
 use tokio_util::sync::CancellationToken;
@@ -28,7 +30,12 @@ async fn ready_while_serving_and_not_once_shutting_down() {
     assert!(errors.is_empty());
     let tools = registry.tools().count();
     let shutdown = CancellationToken::new();
-    let router = moat::mcp::http::router(Catalogue::from(Arc::new(registry)), shutdown.clone());
+    let settings = Settings::new(Authentication::Off);
+    let router = router(
+        Catalogue::from(Arc::new(registry)),
+        shutdown.clone(),
+        settings,
+    );
 
     assert_eq!(
         get(&router, "/healthz").await,

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 /// The layers from the bottom up; `parallel` is a leaf every layer may use.
 const LAYERS: &[&str] = &[
-    "parallel", "wit", "sandbox", "supply", "plugin", "mcp", "serve",
+    "parallel", "wit", "sandbox", "supply", "plugin", "access", "mcp", "serve",
 ];
 
 fn runtime_src() -> PathBuf {

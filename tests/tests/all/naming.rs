@@ -39,6 +39,7 @@ fn write_config(dir: &std::path::Path, with_x: bool, extra: &str) -> Served {
         paths: vec![],
         config: Some(dir.join("moat.toml")),
         secrets: None,
+        ..Default::default()
     }
 }
 

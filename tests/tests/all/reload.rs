@@ -8,6 +8,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use moat::access::Principal;
 use moat::mcp::catalogue::Catalogue;
 use moat::plugin::registry::Registry;
 use moat::serve::reload::{Loader, Outcome, Served};
@@ -44,6 +45,7 @@ fn unchanged_plugins_are_reused_changed_ones_compiled_removed_ones_dropped() {
         paths: vec![dir.to_path_buf()],
         config: None,
         secrets: None,
+        ..Default::default()
     };
     let mut loader = Loader::new(engine().clone(), None);
     let first = load(&mut loader, &served);
@@ -89,6 +91,7 @@ fn a_changed_setting_loads_the_plugin_again_with_it() {
         paths: vec![],
         config: Some(config.clone()),
         secrets: None,
+        ..Default::default()
     };
     let mut loader = Loader::new(engine().clone(), None);
     let first = load(&mut loader, &served);
@@ -124,6 +127,7 @@ fn a_changed_or_removed_signature_is_admitted_anew() {
         paths: vec![wasm.clone()],
         config: None,
         secrets: None,
+        ..Default::default()
     };
     let policy = crate::trust::signing_policy(&public);
     let mut loader = Loader::new(engine().clone(), None).with_policy(policy);
@@ -156,6 +160,7 @@ async fn a_bad_file_keeps_the_version_loaded_before() {
         paths: vec![dir.to_path_buf()],
         config: None,
         secrets: None,
+        ..Default::default()
     };
     let mut loader = Loader::new(engine().clone(), None);
     let first = load(&mut loader, &served);
@@ -225,6 +230,7 @@ fn a_config_that_does_not_parse_is_an_error_naming_the_file_and_line() {
         paths: vec![],
         config: Some(config.clone()),
         secrets: None,
+        ..Default::default()
     };
     let error = format!("{:#}", served.sources().unwrap_err());
     assert!(
@@ -243,6 +249,7 @@ async fn a_call_in_flight_finishes_on_the_plugin_it_started_with() {
         paths: vec![dir.to_path_buf()],
         config: None,
         secrets: None,
+        ..Default::default()
     };
     let mut loader = Loader::new(engine().clone(), None);
     let first = load(&mut loader, &served);
@@ -298,6 +305,7 @@ fn thousand_tools(dir: &Path) -> Served {
         paths: vec![],
         config: Some(dir.join("moat.toml")),
         secrets: None,
+        ..Default::default()
     }
 }
 
@@ -318,7 +326,9 @@ fn a_thousand_tools_are_listed_page_by_page_each_exactly_once() {
     let mut cursor: Option<String> = None;
     let mut pages = 0;
     loop {
-        let page = catalogue.page(&registry, cursor.as_deref()).unwrap();
+        let page = catalogue
+            .page(&registry, &Principal::stdio("stdio"), cursor.as_deref())
+            .unwrap();
         assert!(page.tools.len() <= 100);
         listed.extend(page.tools.iter().map(|(_, t)| t.name.clone()));
         pages += 1;
@@ -342,11 +352,14 @@ async fn a_cursor_stays_meaningful_across_a_swap() {
         paths: vec![dir.to_path_buf()],
         config: None,
         secrets: None,
+        ..Default::default()
     };
     let mut loader = Loader::new(engine().clone(), None);
     let catalogue = Catalogue::new(Arc::new(load(&mut loader, &served).registry), page_size(3));
     let registry = catalogue.current();
-    let first = catalogue.page(&registry, None).unwrap();
+    let first = catalogue
+        .page(&registry, &Principal::stdio("stdio"), None)
+        .unwrap();
     let first_names: Vec<&str> = first.tools.iter().map(|(_, t)| t.name.as_str()).collect();
     assert_eq!(first_names, ["a_echo", "a_repeat", "b_add"]);
     let cursor = first.next_cursor.clone().unwrap();
@@ -358,7 +371,9 @@ async fn a_cursor_stays_meaningful_across_a_swap() {
     let mut rest = BTreeSet::new();
     let mut cursor = Some(cursor);
     while let Some(at) = cursor {
-        let page = catalogue.page(&now, Some(&at)).unwrap();
+        let page = catalogue
+            .page(&now, &Principal::stdio("stdio"), Some(&at))
+            .unwrap();
         rest.extend(page.tools.iter().map(|(_, t)| t.name.clone()));
         cursor = page.next_cursor;
     }
@@ -369,7 +384,7 @@ async fn a_cursor_stays_meaningful_across_a_swap() {
     assert_eq!(rest, expected);
     assert!(!expected.is_empty());
 
-    let Err(error) = catalogue.page(&now, Some("not-a-cursor")) else {
+    let Err(error) = catalogue.page(&now, &Principal::stdio("stdio"), Some("not-a-cursor")) else {
         panic!("a cursor moat never issued was taken");
     };
     assert_eq!(error.code, rmcp::model::ErrorCode::INVALID_PARAMS);
@@ -386,6 +401,7 @@ fn a_plugin_that_could_write_what_decides_its_grants_is_not_loaded() {
         paths: vec![],
         config: Some(config.clone()),
         secrets: None,
+        ..Default::default()
     };
     let with_grant = |host: &str, mode: &str| {
         fs::write(
@@ -480,6 +496,7 @@ async fn a_plugin_cannot_redirect_another_plugins_grant() {
         paths: vec![],
         config: Some(config.clone()),
         secrets: None,
+        ..Default::default()
     };
     let mut loader = Loader::new(engine().clone(), None);
     let first = load(&mut loader, &served);
@@ -590,6 +607,7 @@ fn a_changed_secret_reloads_the_plugin() {
         paths: vec![],
         config: Some(config),
         secrets: None,
+        ..Default::default()
     };
     let mut loader = Loader::new(engine().clone(), None);
     assert_eq!(load(&mut loader, &served).compiled, ["api"]);
@@ -622,6 +640,7 @@ fn a_plugin_that_could_write_a_served_plugin_file_is_not_loaded() {
         paths: vec![],
         config: Some(config.clone()),
         secrets: None,
+        ..Default::default()
     };
     let with_grant = |host: &str, mode: &str| {
         fs::write(
