@@ -6,8 +6,10 @@ import asyncio
 import json
 import os
 import queue
+import secrets
 import socket
 import subprocess
+import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -18,6 +20,8 @@ from typing import Any
 import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
 
 # The protocol modes of the `mcp` client every shared-server test runs in.
 LEGACY = "legacy"
@@ -29,6 +33,32 @@ DEADLINE_MS = 300
 
 # How long a test waits for something that should happen at once (a notification, a log line).
 SETTLE_SECONDS = 5.0
+
+
+# `moat serve --http` requires a bearer token unless told otherwise; every moat the tests start
+# inherits MOAT_TOKEN_FILE, so they all take this one (written here, private to its owner).
+TOKEN = "moat_e2e_" + secrets.token_urlsafe(32)
+TOKEN_FILE = Path(tempfile.mkdtemp(prefix="moat-e2e-token-")) / "http-token"
+TOKEN_FILE.write_text(TOKEN + "\n")
+TOKEN_FILE.chmod(0o600)
+os.environ["MOAT_TOKEN_FILE"] = str(TOKEN_FILE)
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+
+
+def http_transport(url: str, headers: dict[str, str] | None = None) -> Any:
+    """The `mcp` client's Streamable HTTP transport to `url`, sending the tests' token (or
+    `headers` instead)."""
+    return streamable_http_client(url, http_client=create_mcp_http_client(headers=AUTH if headers is None else headers))
+
+
+def stop(process: subprocess.Popen[Any]) -> None:
+    """Ends a server the test started, killing it if it does not stop within 10 s."""
+    process.terminate()
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
 
 
 def free_port() -> int:

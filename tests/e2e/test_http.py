@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from mcp import Client
 from mcp.shared.exceptions import MCPError
-from support import MODES, free_port, wait_for_port
+from support import AUTH, MODES, free_port, http_transport, wait_for_port
 
 INITIALIZE = {
     "jsonrpc": "2.0",
@@ -49,7 +49,7 @@ def post(url: str, body: bytes, headers: dict[str, str] | None = None) -> tuple[
     request = urllib.request.Request(url, data=body, method="POST")
     request.add_header("content-type", "application/json")
     request.add_header("accept", "application/json, text/event-stream")
-    for name, value in (headers or {}).items():
+    for name, value in {**AUTH, **(headers or {})}.items():
         request.add_header(name, value)
     try:
         with urllib.request.urlopen(request, timeout=30) as response:
@@ -60,7 +60,7 @@ def post(url: str, body: bytes, headers: dict[str, str] | None = None) -> tuple[
 
 @pytest.mark.parametrize("mode", MODES)
 async def test_tools_over_http_with_the_mcp_client(http_url: str, mode: str) -> None:
-    async with Client(http_url, mode=mode, read_timeout_seconds=30) as client:
+    async with Client(http_transport(http_url), mode=mode, read_timeout_seconds=30) as client:
         names = [tool.name for tool in (await client.list_tools()).tools]
         assert "echo_echo" in names and "chatty_crash" in names
         result = await client.call_tool("echo_repeat", {"message": "ab", "times": 2, "separator": "+"})
@@ -104,7 +104,7 @@ def test_an_oversized_body_is_refused(http_url: str) -> None:
 def metrics(http_url: str) -> dict[str, float]:
     """moat's `/metrics`, sample by sample: `name{labels}` → value."""
     url = http_url.removesuffix("/mcp") + "/metrics"
-    with urllib.request.urlopen(url, timeout=30) as response:
+    with urllib.request.urlopen(urllib.request.Request(url, headers=AUTH), timeout=30) as response:
         assert response.headers["content-type"].startswith("application/openmetrics-text")
         text = response.read().decode()
     assert text.endswith("# EOF\n"), text[-200:]
@@ -118,7 +118,7 @@ def metrics(http_url: str) -> dict[str, float]:
 
 async def test_calls_are_counted_in_the_metrics_by_plugin_tool_and_outcome(http_url: str) -> None:
     before = metrics(http_url)
-    async with Client(http_url, mode=MODES[0], read_timeout_seconds=30) as client:
+    async with Client(http_transport(http_url), mode=MODES[0], read_timeout_seconds=30) as client:
         await client.call_tool("echo_repeat", {"message": "m", "times": 1})
         await client.call_tool("echo_repeat", {"message": "m", "times": -1})
         await client.call_tool("chatty_crash", {"message": "counted"})

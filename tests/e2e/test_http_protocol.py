@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support import SETTLE_SECONDS
+from support import AUTH, SETTLE_SECONDS
 from test_protocol import INVALID_PARAMS, METHOD_NOT_FOUND, MODERN, MODERN_META
 from test_stdio import cpu_used_over
 
@@ -77,7 +77,7 @@ class HttpServer:
 
 
 def post_headers(extra: dict[str, str] | None) -> dict[str, str]:
-    return {"content-type": "application/json", "accept": ACCEPT, **(extra or {})}
+    return {"content-type": "application/json", "accept": ACCEPT, **AUTH, **(extra or {})}
 
 
 def modern_headers(method: str, name: str | None = None) -> dict[str, str]:
@@ -191,7 +191,7 @@ def test_a_legacy_session_serves_calls_until_it_is_deleted(server: HttpServer) -
     assert reply.message["result"]["structuredContent"] == {"value": "in a session"}
 
     connection = server.connection()
-    connection.request("DELETE", "/mcp", headers=headers)
+    connection.request("DELETE", "/mcp", headers={**headers, **AUTH})
     # 200, as the spec says and the Python SDK expects (it logs anything else as a failure).
     assert connection.getresponse().status == 200
     connection.close()
@@ -274,7 +274,7 @@ def test_an_unknown_modern_method_is_not_found(server: HttpServer) -> None:
 @pytest.mark.parametrize("method", ["GET", "DELETE"])
 def test_get_and_delete_without_a_session_are_not_allowed(server: HttpServer, method: str) -> None:
     connection = server.connection()
-    connection.request(method, "/mcp", headers={"accept": ACCEPT, "mcp-protocol-version": MODERN})
+    connection.request(method, "/mcp", headers={"accept": ACCEPT, "mcp-protocol-version": MODERN, **AUTH})
     assert connection.getresponse().status == 405
     connection.close()
 

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 from conftest import REPO_ROOT
+from support import TOKEN
 from test_http_protocol import HttpServer
 
 # The Inspector's exit code when the tool itself reports an error.
@@ -74,7 +75,7 @@ def target(
     """How the Inspector reaches moat: the command that starts it, or the URL it serves."""
     if request.param == "http":
         server: HttpServer = request.getfixturevalue("http_server")
-        return [f"http://127.0.0.1:{server.port}/mcp"]
+        return [f"http://127.0.0.1:{server.port}/mcp", "--header", f"Authorization: Bearer {TOKEN}"]
     return [str(moat_bin), "serve", str(plugin("echo")), str(plugin("chatty"))]
 
 

@@ -24,7 +24,7 @@ import pytest
 from mcp import Client, MCPError, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.types import ToolListChangedNotification
-from support import LEGACY, MODERN, free_port, wait_for_port
+from support import LEGACY, MODERN, free_port, http_transport, wait_for_port
 
 # How long a reload may take: moat waits for the files to settle, then compiles what changed.
 RELOAD_SECONDS = 60.0
@@ -99,7 +99,7 @@ async def serving(
             try:
                 wait_for_port(port, process, stderr_path)
                 async with Client(
-                    f"http://127.0.0.1:{port}/mcp",
+                    http_transport(f"http://127.0.0.1:{port}/mcp"),
                     mode=mode,
                     message_handler=on_message,
                     read_timeout_seconds=60,

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from mcp import Client, MCPError, StdioServerParameters
 from mcp.client.stdio import stdio_client
-from support import LEGACY, RawServer, free_port, wait_for_port
+from support import LEGACY, RawServer, free_port, http_transport, wait_for_port
 
 
 def run(*args: str | Path, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -264,7 +264,7 @@ async def test_over_http_the_policy_picks_the_address_and_the_audit_log_names_th
         )
         try:
             wait_for_port(port, process, log)
-            async with Client(f"http://127.0.0.1:{port}/mcp", mode=LEGACY) as client:
+            async with Client(http_transport(f"http://127.0.0.1:{port}/mcp"), mode=LEGACY) as client:
                 await client.call_tool("echo_echo", {"message": "over http"})
         finally:
             process.terminate()

@@ -11,7 +11,9 @@
 //
 // CONFIG.json: {"port": 0, "access_token_ttl": 300,
 //   "resources": {"http://127.0.0.1:8080/mcp": {"scopes": ["tools", "admin"]}},
+//   (a resource with "format": "opaque" gets opaque tokens bound to it instead of JWTs)
 //   "clients": [{"client_id": "alice", "client_secret": "s", "scope": "tools admin", "groups": ["eng"]}]}
+//   (a client's own "access_token_ttl" takes the place of the global one for its tokens)
 // Port 0 takes any free port. Once listening it prints one JSON line to stdout,
 // {"issuer": "http://127.0.0.1:PORT", "port": PORT}; logs go to stderr.
 //
@@ -50,6 +52,7 @@ const resources = config.resources ?? {};
 const clients = config.clients ?? [];
 const ttl = config.access_token_ttl ?? 300;
 const groupsOf = new Map(clients.map((c) => [c.client_id, c.groups ?? []]));
+const ttlOf = new Map(clients.map((c) => [c.client_id, c.access_token_ttl ?? ttl]));
 const allScopes = [...new Set(Object.values(resources).flatMap((r) => r.scopes ?? []))];
 
 const adapter = createMemoryAdapter();
@@ -85,21 +88,27 @@ function build(issuer, keys) {
         enabled: true,
         defaultResource: () => undefined,
         useGrantedResource: () => false,
-        getResourceServerInfo(ctx, resource) {
+        getResourceServerInfo(ctx, resource, client) {
           const rs = resources[resource];
           if (!rs) throw new errors.InvalidTarget(`unknown resource ${resource}`);
           return {
             scope: (rs.scopes ?? []).join(' '),
             audience: resource,
-            accessTokenTTL: ttl,
-            accessTokenFormat: 'jwt',
-            jwt: { sign: { alg: 'RS256' } },
+            accessTokenTTL: ttlOf.get(client?.clientId) ?? ttl,
+            // "format": "opaque" on a resource: opaque tokens bound to it (aud in the
+            // introspection answer), for the introspection tests.
+            ...(rs.format === 'opaque'
+              ? { accessTokenFormat: 'opaque' }
+              : { accessTokenFormat: 'jwt', jwt: { sign: { alg: 'RS256' } } }),
           };
         },
       },
     },
     extraTokenClaims: (ctx, token) => ({ groups: groupsOf.get(token.clientId) ?? [] }),
-    ttl: { ClientCredentials: ttl, AccessToken: ttl },
+    ttl: {
+      ClientCredentials: (ctx, token, client) => ttlOf.get(client?.clientId) ?? ttl,
+      AccessToken: (ctx, token, client) => ttlOf.get(client?.clientId) ?? ttl,
+    },
   });
   for (const event of ['server_error', 'grant.error', 'introspection.error', 'revocation.error']) {
     provider.on(event, (ctx, err) => log(event, err?.message ?? ctx?.message));
