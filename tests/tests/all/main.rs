@@ -1,5 +1,6 @@
 //! One test binary for everything: fewer link steps on small machines.
 
+mod auth;
 mod burn;
 mod cache;
 mod chatty;

@@ -4,7 +4,14 @@
 //! with made-up key ids cannot make moat hammer the issuer (nor wait on a slow one more than
 //! once per interval); while a fetch runs, tokens signed by known keys are checked without
 //! waiting for it, and while the issuer is unreachable the keys fetched before stay in use.
+//!
+//! A token's signature is verified once per key set: the claims of a verified token are kept
+//! (by the token's SHA-256) until it expires or the key set changes, and every request checks
+//! `exp` and `nbf` on them again. A client sends the same token for its whole lifetime, so RSA
+//! verification costs a token, not a request.
 
+use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use jsonwebtoken::errors::ErrorKind;
@@ -14,6 +21,7 @@ use serde_json::{Map, Value};
 use tokio::sync::{Mutex, RwLock};
 
 use crate::access::Via;
+use crate::access::credentials::digest;
 use crate::access::oauth::claims::Claims;
 use crate::access::oauth::{Settings, TokenError};
 
@@ -23,6 +31,8 @@ pub const DEFAULT_COOLDOWN: Duration = Duration::from_secs(10);
 pub const MAX_AGE: Duration = Duration::from_secs(15 * 60);
 /// The largest key set read.
 const MAX_JWKS_BYTES: usize = 1 << 20;
+/// Verified tokens kept at most; past this the cache starts over.
+const MAX_VERIFIED: usize = 10_000;
 
 /// Whether `token` has a JWT's three dot-separated parts.
 pub fn looks_like_jwt(token: &str) -> bool {
@@ -36,6 +46,8 @@ pub struct Jwks {
     last_fetch: Mutex<Option<(Instant, Result<(), String>)>>,
     /// The least time between two fetches.
     cooldown: Duration,
+    /// Tokens verified against the current key set: their claims, by the token's SHA-256.
+    verified: std::sync::Mutex<HashMap<[u8; 32], Arc<Map<String, Value>>>>,
 }
 
 #[derive(Default)]
@@ -81,6 +93,7 @@ impl Jwks {
             keys: RwLock::default(),
             last_fetch: Mutex::new(None),
             cooldown,
+            verified: std::sync::Mutex::default(),
         }
     }
 
@@ -92,6 +105,20 @@ impl Jwks {
         token: &str,
         settings: &Settings,
     ) -> Result<Claims, TokenError> {
+        let digest = digest(token);
+        let cached = self
+            .verified
+            .lock()
+            .expect("verified tokens lock")
+            .get(&digest)
+            .cloned();
+        if let Some(claims) = cached {
+            check_times(&claims, settings.leeway)?;
+            return Ok(Claims {
+                via: Via::Jwt,
+                values: (*claims).clone(),
+            });
+        }
         let header = jsonwebtoken::decode_header(token)
             .map_err(|_| TokenError::Invalid("not a well-formed JWT".into()))?;
         if !is_asymmetric(header.alg) {
@@ -123,6 +150,11 @@ impl Jwks {
         validation.leeway = settings.leeway.as_secs();
         let data = jsonwebtoken::decode::<Map<String, Value>>(token, &key, &validation)
             .map_err(|e| TokenError::Invalid(refusal(e.kind())))?;
+        let mut verified = self.verified.lock().expect("verified tokens lock");
+        if verified.len() >= MAX_VERIFIED {
+            verified.clear();
+        }
+        verified.insert(digest, Arc::new(data.claims.clone()));
         Ok(Claims {
             via: Via::Jwt,
             values: data.claims,
@@ -164,6 +196,8 @@ impl Jwks {
                     keys: fetched,
                     fetched: Some(Instant::now()),
                 };
+                // A key the issuer dropped must not live on in tokens verified with it.
+                self.verified.lock().expect("verified tokens lock").clear();
                 Ok(())
             }
             Err(error) => {
@@ -214,6 +248,27 @@ async fn fetch(http: &reqwest::Client, uri: &str) -> Result<Vec<Key>, String> {
         return Err("none of its keys is a signing key moat can use".into());
     }
     Ok(keys)
+}
+
+/// `exp` and `nbf` of claims verified before, checked again now.
+fn check_times(claims: &Map<String, Value>, leeway: Duration) -> Result<(), TokenError> {
+    let now = jsonwebtoken::get_current_timestamp();
+    let leeway = leeway.as_secs();
+    if claims
+        .get("exp")
+        .and_then(Value::as_u64)
+        .is_none_or(|exp| exp.saturating_add(leeway) <= now)
+    {
+        return Err(TokenError::Invalid(refusal(&ErrorKind::ExpiredSignature)));
+    }
+    if claims
+        .get("nbf")
+        .and_then(Value::as_u64)
+        .is_some_and(|nbf| nbf > now.saturating_add(leeway))
+    {
+        return Err(TokenError::Invalid(refusal(&ErrorKind::ImmatureSignature)));
+    }
+    Ok(())
 }
 
 fn is_asymmetric(alg: Algorithm) -> bool {

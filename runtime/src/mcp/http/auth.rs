@@ -223,6 +223,39 @@ fn quoted(text: &str) -> String {
 mod tests {
     use super::*;
 
+    fn request_from(peer: &str, forwarded: &[&str]) -> Request {
+        let mut request = Request::new(axum::body::Body::empty());
+        request
+            .extensions_mut()
+            .insert(ConnectInfo(peer.parse::<SocketAddr>().unwrap()));
+        for value in forwarded {
+            request
+                .headers_mut()
+                .append("x-forwarded-for", HeaderValue::from_str(value).unwrap());
+        }
+        request
+    }
+
+    #[test]
+    fn forwarded_addresses_count_only_from_trusted_proxies() {
+        let proxy: IpAddr = "10.0.0.1".parse().unwrap();
+        let ip = |text: &str| Some(text.parse::<IpAddr>().unwrap());
+        // From anyone else the header is the caller's to forge, and ignored.
+        let direct = request_from("192.0.2.7:5000", &["203.0.113.9"]);
+        assert_eq!(remote(&direct, &[proxy]), ip("192.0.2.7"));
+        // From the proxy: the rightmost address it did not add itself; what the caller put
+        // before it is the caller's claim.
+        let proxied = request_from("10.0.0.1:5000", &["1.2.3.4, 203.0.113.9"]);
+        assert_eq!(remote(&proxied, &[proxy]), ip("203.0.113.9"));
+        let chained = request_from("10.0.0.1:5000", &["203.0.113.9", "10.0.0.1"]);
+        assert_eq!(remote(&chained, &[proxy]), ip("203.0.113.9"));
+        // A proxy that names nobody: the proxy.
+        assert_eq!(
+            remote(&request_from("10.0.0.1:5000", &[]), &[proxy]),
+            ip("10.0.0.1")
+        );
+    }
+
     #[test]
     fn the_metadata_lives_under_the_resources_path() {
         let resource = ProtectedResource {
