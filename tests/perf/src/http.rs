@@ -35,13 +35,20 @@ pub fn write_token_file(path: &Path) -> Result<()> {
 pub struct HttpSession {
     sender: SendRequest<Full<Bytes>>,
     authority: String,
+    /// The `Authorization` header's value.
+    authorization: String,
     session: Option<String>,
     next_id: u64,
 }
 
 impl HttpSession {
-    /// Connects to `http://addr/mcp` and performs the MCP handshake.
+    /// Connects to `http://addr/mcp` with [`TOKEN`] and performs the MCP handshake.
     pub async fn open(addr: SocketAddr) -> Result<Self> {
+        Self::open_as(addr, TOKEN).await
+    }
+
+    /// Connects to `http://addr/mcp` with the bearer `token` and performs the MCP handshake.
+    pub async fn open_as(addr: SocketAddr, token: &str) -> Result<Self> {
         let stream = tokio::net::TcpStream::connect(addr)
             .await
             .with_context(|| format!("connecting to {addr}"))?;
@@ -53,6 +60,7 @@ impl HttpSession {
         let mut session = Self {
             sender,
             authority: addr.to_string(),
+            authorization: format!("Bearer {token}"),
             session: None,
             next_id: 0,
         };
@@ -103,11 +111,19 @@ impl HttpSession {
             .with_context(|| format!("{method}: an answer without a result: {answer}"))
     }
 
-    /// POSTs one message; returns the JSON-RPC answer with `id`, if one was expected.
-    async fn post(&mut self, message: Value, id: Option<u64>) -> Result<Option<Value>> {
+    /// Calls a tool and returns only the HTTP status (a quota's 429 is no error here).
+    pub async fn call_status(&mut self, name: &str, arguments: Value) -> Result<StatusCode> {
+        self.next_id += 1;
+        let message = json!({"jsonrpc": "2.0", "id": self.next_id, "method": "tools/call",
+                             "params": {"name": name, "arguments": arguments}});
+        Ok(self.exchange(message).await?.0)
+    }
+
+    /// POSTs one message; returns the status, whether the answer is JSON, and its body.
+    async fn exchange(&mut self, message: Value) -> Result<(StatusCode, bool, Bytes)> {
         let mut request = Request::post("/mcp")
             .header(HOST, &self.authority)
-            .header(AUTHORIZATION, format!("Bearer {TOKEN}"))
+            .header(AUTHORIZATION, &self.authorization)
             .header(CONTENT_TYPE, "application/json")
             .header(ACCEPT, "application/json, text/event-stream")
             .header("mcp-protocol-version", PROTOCOL_VERSION);
@@ -126,6 +142,12 @@ impl HttpSession {
             .get(CONTENT_TYPE)
             .is_some_and(|t| t.as_bytes().starts_with(b"application/json"));
         let body = response.into_body().collect().await?.to_bytes();
+        Ok((status, is_json, body))
+    }
+
+    /// POSTs one message; returns the JSON-RPC answer with `id`, if one was expected.
+    async fn post(&mut self, message: Value, id: Option<u64>) -> Result<Option<Value>> {
+        let (status, is_json, body) = self.exchange(message).await?;
         if !status.is_success() {
             bail!("HTTP {status}: {}", String::from_utf8_lossy(&body));
         }
@@ -219,9 +241,22 @@ pub struct Load {
 
 /// [`CLIENTS`] sessions calling echo tools (client `i` calls `tools[i % len]`) for `duration`.
 pub async fn load(addr: SocketAddr, tools: &[String], duration: Duration) -> Result<Load> {
+    load_as(addr, TOKEN, tools, duration).await
+}
+
+/// [`load`] with the bearer `token`.
+pub async fn load_as(
+    addr: SocketAddr,
+    token: &str,
+    tools: &[String],
+    duration: Duration,
+) -> Result<Load> {
     let mut sessions = Vec::new();
     for _ in 0..CLIENTS {
-        sessions.push(tokio::spawn(HttpSession::open(addr)));
+        let token = token.to_string();
+        sessions.push(tokio::spawn(async move {
+            HttpSession::open_as(addr, &token).await
+        }));
     }
     let mut clients = tokio::task::JoinSet::new();
     let start = Instant::now();

@@ -17,6 +17,7 @@ mod http;
 mod native;
 mod procfs;
 mod report;
+mod service;
 mod stats;
 mod stdio;
 mod watchdog;
@@ -217,12 +218,14 @@ fn run(cli: Cli) -> Result<()> {
 impl Bench {
     fn run_all(&mut self) -> Result<()> {
         // P3 first: it fills the warm compile cache the others start from.
-        let steps: [(&str, &str, Step); 5] = [
+        let steps: [(&str, &str, Step); 7] = [
             ("P3", "start-up", Self::startup),
             ("P1", "stdio round trip", Self::stdio_round_trip),
             ("P2", "HTTP throughput", Self::http_throughput),
             ("P4", "memory", Self::memory),
             ("P5", "CPU-heavy call", Self::cpu_heavy),
+            ("P6", "authentication cost", Self::auth_throughput),
+            ("P7", "quota isolation", Self::quota_isolation),
         ];
         for (id, name, step) in steps {
             if self.only.is_empty() || self.only.iter().any(|o| o.eq_ignore_ascii_case(id)) {
