@@ -9,6 +9,7 @@ client-credentials flow, which starts from moat's 401), the MCP Inspector CLI an
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import hashlib
 import json
@@ -19,6 +20,7 @@ import time
 import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterator
+from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,7 +32,8 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 from mcp.shared.exceptions import MCPError
-from support import MODES, free_port, http_transport, stop, wait_for_port
+from mcp.types import ToolListChangedNotification
+from support import LEGACY, MODES, free_port, http_transport, stop, wait_for_port
 from test_http import INITIALIZE
 
 API_KEY = "moat_e2e_ci_key_0123456789abcdefghijklmnopqrstu"
@@ -565,3 +568,54 @@ def test_turning_auth_off_is_loopback_only_loud_and_a_policy_may_forbid_it(
         assert "AUTHENTICATION IS OFF" in stderr.read_text()
     finally:
         stop(process)
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_tool_list_change_reaches_only_the_callers_whose_tools_changed(
+    moat_bin: Path, plugin: Callable[[str], Path], tmp_path: Path, mode: str
+) -> None:
+    keys = {"a": "moat_e2e_caller_a_0123456789abcdefghij", "b": "moat_e2e_caller_b_0123456789abcdefghij"}
+    hashes = ", ".join(f'{n} = "sha256:{hashlib.sha256(k.encode()).hexdigest()}"' for n, k in keys.items())
+
+    def config(b_allows: str) -> str:
+        return (f'[plugins.echo]\npath = {json.dumps(str(plugin("echo")))}\n'
+                f'[plugins.chatty]\npath = {json.dumps(str(plugin("chatty")))}\n'
+                f"[auth]\napi_keys = {{ {hashes} }}\n"
+                '[[access]]\nkey = "a"\nallow = ["plugin:echo"]\n'
+                f'[[access]]\nkey = "b"\nallow = [{b_allows}]\n')
+
+    port = free_port()
+    moat = start_moat(moat_bin, tmp_path, port, config('"plugin:chatty"'))
+    heard: dict[str, int] = {"a": 0, "b": 0}
+
+    def counting(name: str) -> Callable[[Any], Any]:
+        async def on_message(message: Any) -> None:
+            if isinstance(message, ToolListChangedNotification):
+                heard[name] += 1
+        return on_message
+
+    try:
+        async with AsyncExitStack() as stack:
+            a, b = [
+                await stack.enter_async_context(
+                    Client(http_transport(moat.url, {"Authorization": f"Bearer {keys[name]}"}), mode=mode,
+                           message_handler=counting(name), read_timeout_seconds=30))
+                for name in ("a", "b")
+            ]
+            if mode != LEGACY:
+                # A 2026-07-28 client hears of changes only on a subscription it asks for.
+                for client in (a, b):
+                    await stack.enter_async_context(client.listen(tools_list_changed=True))
+            before_a = sorted(t.name for t in (await a.list_tools()).tools)
+            assert "echo_echo" not in [t.name for t in (await b.list_tools()).tools]
+            (tmp_path / "moat.toml").write_text(config('"plugin:chatty", "echo_echo"'))
+            deadline = time.monotonic() + 60
+            while heard["b"] == 0:
+                assert time.monotonic() < deadline, moat.log()
+                await asyncio.sleep(0.05)
+            await asyncio.sleep(1.5)  # time enough for a notification that should not come
+            assert heard["a"] == 0
+            assert "echo_echo" in [t.name for t in (await b.list_tools(cache_mode="refresh")).tools]
+            assert sorted(t.name for t in (await a.list_tools(cache_mode="refresh")).tools) == before_a
+    finally:
+        stop(moat.process)

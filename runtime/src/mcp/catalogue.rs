@@ -188,14 +188,20 @@ impl Catalogue {
         sessions.push((peer, principal));
     }
 
-    /// Serves one `subscriptions/listen` stream: a tool-list change notification on each change,
-    /// until the client ends the stream.
-    pub async fn listen(&self, subscription: SubscriptionContext) -> Result<(), McpError> {
+    /// Serves one `subscriptions/listen` stream of `principal`: a tool-list change
+    /// notification on each change of the tools `principal` sees, until the client ends the
+    /// stream.
+    pub async fn listen(
+        &self,
+        subscription: SubscriptionContext,
+        principal: Principal,
+    ) -> Result<(), McpError> {
         let mut changes = self.inner.current.subscribe();
         if subscription.accepted().tools_list_changed != Some(true) {
             subscription.cancelled().await;
             return Ok(());
         }
+        let mut seen = fingerprint(&self.current(), &self.tool_sets(), &principal);
         loop {
             tokio::select! {
                 () = subscription.cancelled() => return Ok(()),
@@ -203,6 +209,11 @@ impl Catalogue {
                     if changed.is_err() {
                         return Ok(()); // the server is shutting down
                     }
+                    let now = fingerprint(&self.current(), &self.tool_sets(), &principal);
+                    if now == seen {
+                        continue; // others' tools changed, not this caller's
+                    }
+                    seen = now;
                     if let Err(error) = subscription.sink().notify_tool_list_changed().await {
                         tracing::debug!("a tool-list subscription ended: {error}");
                         return Ok(());
@@ -252,6 +263,24 @@ fn same_tools(
                 && a.input_schema == b.input_schema
                 && a.output_schema == b.output_schema
         })
+}
+
+/// A digest of the tools `principal` sees, as a client sees them: equal digests, same tools.
+fn fingerprint(registry: &Registry, sets: &ToolSets, principal: &Principal) -> [u8; 32] {
+    use sha2::{Digest, Sha256};
+    let mut hash = Sha256::new();
+    for tool in seen((registry, sets), principal) {
+        for part in [
+            tool.name.as_str(),
+            tool.description.as_str(),
+            &serde_json::to_string(&*tool.input_schema).unwrap_or_default(),
+            &serde_json::to_string(&tool.output_schema).unwrap_or_default(),
+        ] {
+            hash.update((part.len() as u64).to_le_bytes());
+            hash.update(part.as_bytes());
+        }
+    }
+    hash.finalize().into()
 }
 
 /// The tools of `registry` that `principal` sees.

@@ -358,7 +358,10 @@ impl ServerHandler for MoatServer {
     }
 
     async fn listen(&self, subscription: SubscriptionContext) -> Result<(), McpError> {
-        self.catalogue.listen(subscription).await
+        let principal = self
+            .principal_of(&subscription.request_context().extensions)
+            .clone();
+        self.catalogue.listen(subscription, principal).await
     }
 }
 
