@@ -173,12 +173,13 @@ async def test_prometheus_scrapes_the_metrics_listener(
                        check=True)
         query = urllib.parse.quote('moat_calls_total{tool="echo_echo",outcome="ok"}')
         failures = urllib.parse.quote('moat_auth_failures_total{kind="missing"}')
+        slots = urllib.parse.quote("moat_instance_pool_slots")
         deadline = time.monotonic() + 60
         while True:
             try:
                 calls = prometheus_value(prometheus_port, query)
                 refused = prometheus_value(prometheus_port, failures)
-                if calls == 3 and refused == 1:
+                if calls == 3 and refused == 1 and prometheus_value(prometheus_port, slots) == 256:
                     break
             except OSError:
                 pass

@@ -63,6 +63,11 @@ enum Command {
         page_size: std::num::NonZeroUsize,
         #[command(flatten)]
         http_flags: HttpArgs,
+        /// Send a trace span of every tool call to this OTLP/HTTP collector
+        /// (`http://127.0.0.1:4318`); default: `[telemetry]` in moat.toml, else
+        /// $OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or $OTEL_EXPORTER_OTLP_ENDPOINT, else none.
+        #[arg(long, value_name = "URL")]
+        otlp_endpoint: Option<String>,
     },
     /// Show a plugin's tools, their schemas and descriptions, what it imports, its permission
     /// manifest and what became of each grant.
@@ -259,6 +264,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
             audit_arguments,
             page_size,
             http_flags,
+            otlp_endpoint,
         } => {
             let policy = Policy::resolve(trust.policy.as_deref())?;
             let audit = match (audit, &config) {
@@ -279,14 +285,12 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
                 tls_key: http_flags.tls_key,
                 metrics: http_flags.metrics,
             };
-            serve(
-                served,
-                http.map(|addr| (addr, flags)),
+            let options = serve::Options {
                 page_size,
-                policy,
                 audit,
-            )
-            .await
+                otlp_endpoint,
+            };
+            serve(served, http.map(|addr| (addr, flags)), policy, options).await
         }
         Command::Inspect {
             plugin,

@@ -15,19 +15,36 @@ use moat::serve::reload::{Loader, Served};
 use moat::supply::cache::Cache;
 use moat::supply::policy::{Policy, Transport};
 
+/// How `moat serve` serves, besides what and over which transport.
+pub struct Options {
+    pub page_size: std::num::NonZeroUsize,
+    /// The audit log, and whether it records arguments.
+    pub audit: Option<(PathBuf, bool)>,
+    pub otlp_endpoint: Option<String>,
+}
+
 pub async fn serve(
     served: Served,
     http: Option<(std::net::SocketAddr, moat::serve::exposure::Flags)>,
-    page_size: std::num::NonZeroUsize,
     policy: Policy,
-    audit: Option<(PathBuf, bool)>,
+    options: Options,
 ) -> Result<ExitCode> {
+    let Options {
+        page_size,
+        audit,
+        otlp_endpoint,
+    } = options;
     match &http {
         Some((addr, _)) => policy.check_transport(Transport::Http, Some(*addr))?,
         None => policy.check_transport(Transport::Stdio, None)?,
     }
     // Read before anything loads: a bad [auth] or [[access]] stops moat at once.
     let service = served.service()?;
+    let otlp_endpoint = otlp_endpoint
+        .or(service.otlp_endpoint.clone())
+        .or_else(|| std::env::var("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT").ok())
+        .or_else(|| std::env::var("OTEL_EXPORTER_OTLP_ENDPOINT").ok())
+        .filter(|e| !e.is_empty());
     let tool_sets = service.tool_sets(&policy.deny_tools);
     let stdio_principal = Principal::stdio(service.stdio_principal.as_deref().unwrap_or("stdio"));
     let http = match http {
@@ -72,6 +89,9 @@ pub async fn serve(
     let registry = Arc::new(outcome.registry);
     let catalogue = Catalogue::with_audit(registry, page_size, audit);
     catalogue.set_tool_sets(tool_sets);
+    if let Some(endpoint) = &otlp_endpoint {
+        catalogue.set_traces(moat::mcp::traces::Traces::new(endpoint)?);
+    }
     // From now on, a change of what is served (or SIGHUP) reloads it.
     moat::serve::watch::spawn(served, loader, catalogue.clone(), &sources)?;
     if let Some((addr, settings)) = http {
@@ -81,11 +101,15 @@ pub async fn serve(
             let _ = tokio::signal::ctrl_c().await;
             on_signal.cancel();
         });
-        moat::mcp::http::serve(catalogue, addr, settings, shutdown).await?;
+        let served = moat::mcp::http::serve(catalogue.clone(), addr, settings, shutdown).await;
+        if let Some(traces) = catalogue.traces() {
+            traces.flush();
+        }
+        served?;
         return Ok(ExitCode::SUCCESS);
     }
     tracing::info!("serving MCP on stdio");
-    let service = match MoatServer::new(catalogue)
+    let service = match MoatServer::new(catalogue.clone())
         .with_principal(stdio_principal)
         .serve(rmcp::transport::stdio())
         .await
@@ -98,7 +122,11 @@ pub async fn serve(
         }
         Err(e) => return Err(e).context("starting the MCP session"),
     };
-    service.waiting().await?;
+    let ended = service.waiting().await;
+    if let Some(traces) = catalogue.traces() {
+        traces.flush();
+    }
+    ended?;
     Ok(ExitCode::SUCCESS)
 }
 

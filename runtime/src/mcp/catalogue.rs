@@ -23,6 +23,7 @@ use crate::access::Principal;
 use crate::access::tool_sets::ToolSets;
 use crate::mcp::audit::AuditLog;
 use crate::mcp::metrics::Metrics;
+use crate::mcp::traces::Traces;
 use crate::plugin::registry::Registry;
 use crate::plugin::{Plugin, Tool};
 
@@ -51,6 +52,8 @@ struct Inner {
     metrics: Metrics,
     /// Which principal sees which tools; a reload of the configuration replaces it.
     tool_sets: Mutex<Arc<ToolSets>>,
+    /// Where the spans of calls go, when traces are on.
+    traces: std::sync::OnceLock<Traces>,
 }
 
 /// One page of `tools/list`.
@@ -80,6 +83,7 @@ impl Catalogue {
                 audit,
                 metrics: Metrics::default(),
                 tool_sets: Mutex::default(),
+                traces: std::sync::OnceLock::new(),
             }),
         }
     }
@@ -87,6 +91,16 @@ impl Catalogue {
     /// The series every call counts towards.
     pub fn metrics(&self) -> &Metrics {
         &self.inner.metrics
+    }
+
+    /// Sends a span of every call from now on (once; a second call is ignored).
+    pub fn set_traces(&self, traces: Traces) {
+        let _ = self.inner.traces.set(traces);
+    }
+
+    /// Where the spans of calls go, when traces are on.
+    pub fn traces(&self) -> Option<&Traces> {
+        self.inner.traces.get()
     }
 
     /// The audit log calls are recorded in, if any.

@@ -1,6 +1,7 @@
 //! What moat has done, in Prometheus' text format at `/metrics` (Streamable HTTP only): calls by
-//! plugin, tool and outcome, their durations, the accesses the sandbox denied, and what is
-//! served now.
+//! plugin, tool and outcome, their durations, the accesses the sandbox denied, requests refused
+//! for their credential or a quota, reloads, and what is served and running now (calls running
+//! and queued per plugin, instances ready in the pool).
 //!
 //! Labels name only what the operator configured (plugins and their tools): a call of a tool
 //! nobody serves is counted without its name, so a client cannot grow the series without bound.
@@ -54,6 +55,9 @@ pub struct Metrics {
     denials: Family<PluginLabels, Counter>,
     plugins: Gauge,
     tools: Gauge,
+    running: Family<PluginLabels, Gauge>,
+    queued: Family<PluginLabels, Gauge>,
+    instances_ready: Gauge,
     auth_failures: Family<KindLabels, Counter>,
     quota_rejections: Family<KindLabels, Counter>,
     reloads: Family<KindLabels, Counter>,
@@ -89,6 +93,31 @@ impl Default for Metrics {
         registry.register("plugins_loaded", "Plugins served now", plugins.clone());
         let tools = Gauge::default();
         registry.register("tools_served", "Tools served now", tools.clone());
+        let running = Family::<PluginLabels, Gauge>::default();
+        registry.register(
+            "calls_running",
+            "Calls running now, by plugin (each plugin has max_concurrent_calls slots)",
+            running.clone(),
+        );
+        let queued = Family::<PluginLabels, Gauge>::default();
+        registry.register(
+            "calls_queued",
+            "Calls waiting for one of their plugin's slots now, by plugin",
+            queued.clone(),
+        );
+        let instances_ready = Gauge::default();
+        registry.register(
+            "instances_ready",
+            "Instances made ahead of calls and waiting in the pool, all plugins together",
+            instances_ready.clone(),
+        );
+        let pool_slots = Gauge::<i64>::default();
+        pool_slots.set(i64::from(crate::sandbox::engine::MAX_LIVE_INSTANCES));
+        registry.register(
+            "instance_pool_slots",
+            "Instances the pooling allocator holds room for (running and ready together)",
+            pool_slots,
+        );
         let auth_failures = Family::<KindLabels, Counter>::default();
         registry.register(
             "auth_failures",
@@ -115,6 +144,9 @@ impl Default for Metrics {
             denials,
             plugins,
             tools,
+            running,
+            queued,
+            instances_ready,
             auth_failures,
             quota_rejections,
             reloads,
@@ -177,6 +209,22 @@ impl Metrics {
     pub fn render(&self, served: &Served) -> String {
         self.plugins.set(served.plugins().len() as i64);
         self.tools.set(served.tools().count() as i64);
+        // A reload drops plugins: their gauges go with them.
+        self.running.clear();
+        self.queued.clear();
+        for plugin in served.plugins() {
+            let labels = PluginLabels {
+                plugin: plugin.name.to_string(),
+            };
+            self.running
+                .get_or_create(&labels)
+                .set(plugin.calls_running() as i64);
+            self.queued
+                .get_or_create(&labels)
+                .set(plugin.calls_queued() as i64);
+        }
+        self.instances_ready
+            .set(crate::sandbox::instances::ready_instances() as i64);
         // OpenMetrics text, ending with `# EOF` and a newline.
         let mut text = String::new();
         encode(&mut text, &self.registry).expect("writing to a String cannot fail");

@@ -7,3 +7,4 @@ pub mod catalogue;
 pub mod http;
 pub mod metrics;
 pub mod server;
+pub mod traces;

@@ -22,6 +22,7 @@ use tokio::sync::mpsc;
 use crate::access::Principal;
 use crate::mcp::audit::{self, Outcome};
 use crate::mcp::catalogue::Catalogue;
+use crate::mcp::traces::{CallFacts, CallSpan};
 use crate::sandbox::host::{GuestEvent, Level, MAX_PENDING_EVENTS};
 
 /// Serves the tools of a [`Catalogue`] (or of a fixed [`crate::plugin::registry::Registry`]) over MCP.
@@ -158,7 +159,15 @@ impl MoatServer {
         plugin: Option<&crate::plugin::Plugin>,
         started: std::time::Instant,
         ended: Ended,
+        span: Option<CallSpan>,
     ) {
+        if let Some(span) = span {
+            span.end(
+                plugin.map(|p| &*p.name),
+                ended.outcome,
+                ended.error.as_deref(),
+            );
+        }
         self.catalogue.metrics().record_call(
             plugin.map(|p| &*p.name),
             &request.name,
@@ -280,6 +289,20 @@ impl ServerHandler for MoatServer {
         // This call keeps the registry, and so its plugin, to the end, even across a reload.
         let registry = self.catalogue.current();
         let principal = self.principal_of(&context.extensions);
+        let span = self.catalogue.traces().map(|traces| {
+            let session = context
+                .extensions
+                .get::<axum::http::request::Parts>()
+                .and_then(|parts| parts.headers.get("mcp-session-id"))
+                .and_then(|id| id.to_str().ok());
+            let facts = CallFacts {
+                principal: &principal.name,
+                request_id: Some(context.id.to_string()),
+                session,
+                protocol_version: context.meta.protocol_version().map(|v| v.to_string()),
+            };
+            traces.start(&request.name, &context.meta, facts)
+        });
         let Some((plugin, tool)) = self.catalogue.find(&registry, principal, &request.name) else {
             self.audit(
                 &context,
@@ -287,6 +310,7 @@ impl ServerHandler for MoatServer {
                 None,
                 started,
                 Ended::plain(Outcome::UnknownTool),
+                span,
             );
             return Err(McpError::invalid_params(
                 format!("unknown tool \"{}\"", request.name),
@@ -309,7 +333,7 @@ impl ServerHandler for MoatServer {
         } = tokio::select! {
             outcome = call => outcome,
             () = context.ct.cancelled() => {
-                self.audit(&context, &request, Some(plugin), started, Ended::plain(Outcome::Cancelled));
+                self.audit(&context, &request, Some(plugin), started, Ended::plain(Outcome::Cancelled), span);
                 tracing::info!(tool = tool.name, "call cancelled by the client");
                 return Err(McpError::internal_error("the call was cancelled", None));
             }
@@ -324,7 +348,7 @@ impl ServerHandler for MoatServer {
             error,
             denied: denials,
         };
-        self.audit(&context, &request, Some(plugin), started, ended);
+        self.audit(&context, &request, Some(plugin), started, ended, span);
         Ok(match outcome {
             Ok(result) => result,
             Err(error) => {

@@ -145,6 +145,18 @@ impl std::fmt::Display for CallError {
 }
 
 impl Plugin {
+    /// Calls of this plugin running now.
+    pub fn calls_running(&self) -> usize {
+        self.limits
+            .max_concurrent_calls
+            .saturating_sub(self.slots.available_permits())
+    }
+
+    /// Calls of this plugin waiting for a slot now.
+    pub fn calls_queued(&self) -> usize {
+        self.queued.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// Compiles `wasm` and finds its tools, named as `rules` say. A plugin with no usable tool
     /// still loads (and says so).
     #[allow(clippy::too_many_arguments)]

@@ -38,6 +38,11 @@ pub const MAX_READY: usize = crate::sandbox::engine::MAX_LIVE_INSTANCES as usize
 /// Instances waiting now, across all plugins.
 static READY: AtomicUsize = AtomicUsize::new(0);
 
+/// Instances made ahead and waiting for a call now, across all plugins.
+pub fn ready_instances() -> usize {
+    READY.load(Ordering::Relaxed)
+}
+
 /// The longest the instance thread spends making one instance ahead of a call. A plugin whose
 /// start takes longer, or fails, has its instances made on the call's path until one is made
 /// within this again: no plugin's start holds up the thread that serves every plugin.

@@ -73,6 +73,8 @@ struct ConfigFile {
     quotas: Option<service::QuotasEntry>,
     /// How `moat serve --http` is reached.
     http: Option<service::HttpEntry>,
+    /// Traces of tool calls.
+    telemetry: Option<service::TelemetryEntry>,
 }
 
 /// `[audit]`: where the audit log goes, and whether it records arguments in full.
@@ -117,6 +119,7 @@ pub fn read_service(path: &Path, secrets: Option<&Path>) -> Result<Service> {
         access: file.access,
         quotas: file.quotas,
         http: file.http,
+        telemetry: file.telemetry,
         base,
         expand: &|text| lookup.expand(text),
     })

@@ -175,6 +175,17 @@ pub(super) struct HttpEntry {
     metrics: Option<SocketAddr>,
 }
 
+/// `[telemetry]`: traces of tool calls over OTLP/HTTP, off unless an endpoint is given here,
+/// by `--otlp-endpoint`, or by `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` / `OTEL_EXPORTER_OTLP_ENDPOINT`.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(super) struct TelemetryEntry {
+    /// The collector: its base URL (`http://127.0.0.1:4318`, to which `/v1/traces` is added)
+    /// or the full traces URL.
+    #[schemars(regex(pattern = r"^https?://"))]
+    otlp_endpoint: Option<String>,
+}
+
 /// What these tables say, checked.
 #[derive(Debug, Default)]
 pub struct Service {
@@ -194,6 +205,7 @@ pub struct Service {
     pub session_idle: Option<Duration>,
     pub tls: Option<(PathBuf, PathBuf)>,
     pub metrics: Option<SocketAddr>,
+    pub otlp_endpoint: Option<String>,
 }
 
 impl Service {
@@ -212,6 +224,7 @@ pub(super) struct Tables<'a> {
     pub access: Vec<AccessEntry>,
     pub quotas: Option<QuotasEntry>,
     pub http: Option<HttpEntry>,
+    pub telemetry: Option<TelemetryEntry>,
     pub base: &'a Path,
     pub expand: &'a dyn Fn(&str) -> Result<String>,
 }
@@ -294,6 +307,7 @@ pub(super) fn parse(tables: Tables) -> Result<Service> {
         _ => bail!("[http]: give both tls_cert and tls_key, or neither"),
     };
     service.metrics = http.metrics;
+    service.otlp_endpoint = tables.telemetry.unwrap_or_default().otlp_endpoint;
     Ok(service)
 }
 

@@ -39,6 +39,9 @@ pub fn looks_like_jwt(token: &str) -> bool {
     token.split('.').count() == 3
 }
 
+/// A verified token's claims.
+type Verified = Arc<Map<String, Value>>;
+
 /// The key set, as last fetched.
 pub struct Jwks {
     keys: RwLock<KeySet>,
@@ -47,7 +50,7 @@ pub struct Jwks {
     /// The least time between two fetches.
     cooldown: Duration,
     /// Tokens verified against the current key set: their claims, by the token's SHA-256.
-    verified: std::sync::Mutex<HashMap<[u8; 32], Arc<Map<String, Value>>>>,
+    verified: std::sync::Mutex<HashMap<[u8; 32], Verified>>,
 }
 
 #[derive(Default)]
