@@ -619,3 +619,45 @@ async def test_a_tool_list_change_reaches_only_the_callers_whose_tools_changed(
             assert sorted(t.name for t in (await a.list_tools(cache_mode="refresh")).tools) == before_a
     finally:
         stop(moat.process)
+
+
+def test_a_token_whose_issuer_is_not_the_configured_one_is_refused(
+    moat_bin: Path, plugin: Callable[[str], Path], node_tools: Path, tmp_path: Path
+) -> None:
+    """The issuer's own key signed it, but moat was told to trust another issuer through those
+    keys: the signature verifies, `iss` does not."""
+    port = free_port()
+    resource = f"http://127.0.0.1:{port}/mcp"
+    auth = start_auth_server(node_tools, tmp_path, {resource: {"scopes": ["tools"]}})
+    moat = None
+    try:
+        moat = start_moat(moat_bin, tmp_path, port, f"""
+[plugins.echo]
+path = {json.dumps(str(plugin("echo")))}
+[auth.oauth]
+issuer = "https://id.example.com"
+jwks_uri = "{auth.issuer}/jwks"
+""")
+        status, _, body = mcp_post(moat.url, auth.token("alice", resource))
+        assert status == 401, body
+        assert "issued by another issuer (iss)" in json.loads(body)["error_description"]
+    finally:
+        if moat is not None:
+            stop(moat.process)
+        stop(auth.process)
+
+
+def test_an_oversized_header_is_refused_and_others_carry_on(
+    setup: tuple[AuthServer, Moat], tmp_path: Path
+) -> None:
+    auth, moat = setup
+    header = tmp_path / "header"
+    header.write_text(f"authorization: Bearer {'x' * 200_000}\n")
+    status, _, body = curl(moat.url, "-X", "POST", "-H", f"@{header}", "--data", "{}")
+    assert status == 401 and "longer than 8192 bytes" in json.loads(body)["error_description"]
+    # Past what the HTTP parser buffers at all: refused before moat sees it.
+    header.write_text(f"x-padding: {'x' * 2_000_000}\n")
+    done = subprocess.run(["curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}", "-X", "POST", moat.url,
+                           "-H", f"@{header}", "--data", "{}"], capture_output=True, text=True, timeout=60)
+    assert done.stdout in ("431", "000"), done
+    assert mcp_post(moat.url, auth.token("alice", moat.url))[0] == 200

@@ -107,6 +107,12 @@ pub fn settings(
              network in the clear unless a TLS proxy stands in front (--tls-cert/--tls-key)"
         );
     }
+    if !addr.ip().is_loopback() && service.hosts.is_empty() {
+        tracing::warn!(
+            "{addr} is reachable from other machines, but only loopback Host names are accepted: \
+             list the names clients use in [http] hosts"
+        );
+    }
     let mut settings = Settings::new(authentication);
     settings.hosts = service.hosts;
     settings.origins = service.origins;

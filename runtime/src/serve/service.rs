@@ -346,3 +346,122 @@ fn check_public_url(text: &str) -> Result<()> {
         bail!("\"{text}\" must be https:// (plain http only on loopback)")
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The service tables of `text`, `${secret:S}` standing for `sha256:` and 64 `a`s.
+    fn read(text: &str) -> Result<Service> {
+        #[derive(Deserialize)]
+        struct Tables {
+            auth: Option<AuthEntry>,
+            #[serde(default)]
+            access: Vec<AccessEntry>,
+            quotas: Option<QuotasEntry>,
+            http: Option<HttpEntry>,
+            telemetry: Option<TelemetryEntry>,
+        }
+        let tables: Tables = toml::from_str(text)?;
+        let expand =
+            |text: &str| Ok(text.replace("${secret:S}", &format!("sha256:{}", "a".repeat(64))));
+        parse(super::Tables {
+            auth: tables.auth,
+            access: tables.access,
+            quotas: tables.quotas,
+            http: tables.http,
+            telemetry: tables.telemetry,
+            base: Path::new("/srv/moat"),
+            expand: &expand,
+        })
+    }
+
+    #[test]
+    fn reads_every_table() {
+        let service = read(
+            r#"
+            [auth]
+            resource = "https://tools.example.com/mcp"
+            api_keys = { ci = "${secret:S}" }
+            [auth.oauth]
+            issuer = "https://id.example.com"
+            scopes = ["tools"]
+            [[access]]
+            group = "eng"
+            allow = ["plugin:notes"]
+            deny = ["notes_delete"]
+            [quotas]
+            requests_per_minute = 600
+            principals = { "key:ci" = { concurrent_calls = 2 } }
+            [http]
+            hosts = ["tools.example.com"]
+            tls_cert = "tls/cert.pem"
+            tls_key = "tls/key.pem"
+            [telemetry]
+            otlp_endpoint = "http://127.0.0.1:4318"
+            "#,
+        )
+        .unwrap();
+        assert_eq!(service.api_keys, vec![("ci".to_string(), [0xaa; 32])]);
+        let oauth = service.oauth.unwrap();
+        assert_eq!(oauth.issuer, "https://id.example.com");
+        assert_eq!(oauth.jwks_cooldown, jwks::DEFAULT_COOLDOWN);
+        assert_eq!(service.rules.len(), 1);
+        assert_eq!(service.default_quota.requests_per_minute, Some(600));
+        assert_eq!(service.quotas["key:ci"].concurrent_calls, Some(2));
+        assert_eq!(
+            service.tls,
+            Some((
+                "/srv/moat/tls/cert.pem".into(),
+                "/srv/moat/tls/key.pem".into()
+            ))
+        );
+        assert_eq!(
+            service.otlp_endpoint.as_deref(),
+            Some("http://127.0.0.1:4318")
+        );
+    }
+
+    #[test]
+    fn a_bad_line_is_a_precise_error() {
+        let cases = [
+            (
+                "[auth]\napi_keys = { ci = \"moat_plain_key\" }",
+                "sha256:` and 64 hex digits",
+            ),
+            (
+                "[auth.oauth]\nissuer = \"http://id.example.com\"",
+                "plain http only to loopback",
+            ),
+            (
+                "[auth]\nresource = \"http://tools.example.com/mcp\"",
+                "must be https://",
+            ),
+            ("[[access]]\ngroup = \"eng\"", "give `allow` or `deny`"),
+            (
+                "[[access]]\nteam = \"eng\"\nallow = [\"*\"]",
+                "unknown field `team`",
+            ),
+            (
+                "[quotas]\nconcurrent_calls = 0",
+                "a quota of 0 would refuse everything",
+            ),
+            (
+                "[http]\ntls_cert = \"c.pem\"",
+                "give both tls_cert and tls_key",
+            ),
+            (
+                "[http]\norigins = [\"app.example.com\"]",
+                "needs its scheme",
+            ),
+            (
+                "[http]\nmax_sessions = 0",
+                "max_sessions must be at least 1",
+            ),
+        ];
+        for (text, expected) in cases {
+            let error = format!("{:#}", read(text).unwrap_err());
+            assert!(error.contains(expected), "{text}: {error}");
+        }
+    }
+}
