@@ -26,8 +26,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from mcp import Client
+from mcp import Client, StdioServerParameters
 from mcp.client.auth.extensions.client_credentials import ClientCredentialsOAuthProvider
+from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
@@ -661,3 +662,29 @@ def test_an_oversized_header_is_refused_and_others_carry_on(
                            "-H", f"@{header}", "--data", "{}"], capture_output=True, text=True, timeout=60)
     assert done.stdout in ("431", "000"), done
     assert mcp_post(moat.url, auth.token("alice", moat.url))[0] == 200
+
+
+async def test_stdio_has_the_same_tool_sets_under_the_policys_cap(
+    moat_bin: Path, plugin: Callable[[str], Path], tmp_path: Path
+) -> None:
+    (tmp_path / "moat.toml").write_text(
+        f'[plugins.echo]\npath = {json.dumps(str(plugin("echo")))}\n'
+        f'[plugins.chatty]\npath = {json.dumps(str(plugin("chatty")))}\n'
+        '[auth]\nstdio_principal = "me"\n'
+        '[[access]]\nprincipal = "me"\nallow = ["plugin:echo", "chatty_count"]\n'
+    )
+    policy = tmp_path / "policy.toml"
+    policy.write_text('deny_tools = ["echo_echo"]\n[[allow]]\nname = "*"\n')
+    policy.chmod(0o644)
+    params = StdioServerParameters(
+        command=str(moat_bin),
+        args=["serve", "--config", str(tmp_path / "moat.toml"), "--policy", str(policy)],
+    )
+    with (tmp_path / "stderr").open("w") as errlog:
+        async with Client(stdio_client(params, errlog=errlog), mode=LEGACY) as client:
+            names = sorted(tool.name for tool in (await client.list_tools()).tools)
+            assert "chatty_count" in names and "echo_repeat" in names
+            assert "echo_echo" not in names, "the policy takes it from everyone"
+            assert not [n for n in names if n.startswith("chatty_") and n != "chatty_count"]
+            with pytest.raises(MCPError):
+                await client.call_tool("echo_echo", {"message": "denied"})
