@@ -12,9 +12,10 @@ fn main() -> ExitCode {
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_env_filter(
             // The TLS verifier logs a refused certificate as an error of its own; moat's error
-            // already names it.
+            // already names it. rmcp logs every message it receives at info: a line per
+            // request of every caller, which a shared server cannot afford by default.
             tracing_subscriber::EnvFilter::try_from_env("MOAT_LOG")
-                .unwrap_or_else(|_| "info,rustls_platform_verifier=off".into()),
+                .unwrap_or_else(|_| "info,rmcp=warn,rustls_platform_verifier=off".into()),
         )
         .init();
     let runtime = tokio::runtime::Runtime::new().expect("starting the async runtime");
