@@ -9,7 +9,8 @@ use std::time::{Duration, SystemTime};
 
 use anyhow::{Context, Result};
 use axum::extract::connect_info::IntoMakeServiceWithConnectInfo;
-use axum_server::tls_rustls::RustlsConfig;
+use axum_server::accept::NoDelayAcceptor;
+use axum_server::tls_rustls::{RustlsAcceptor, RustlsConfig};
 use tokio_util::sync::CancellationToken;
 
 /// How often the certificate files are looked at.
@@ -59,8 +60,11 @@ pub async fn serve(
     let listener = std::net::TcpListener::bind(addr).with_context(|| format!("binding {addr}"))?;
     listener.set_nonblocking(true)?;
     tracing::info!("serving MCP on https://{}/mcp", listener.local_addr()?);
-    axum_server::from_tcp_rustls(listener, config)
+    // TCP_NODELAY beneath TLS, for the reason `super::no_delay` gives.
+    let acceptor = RustlsAcceptor::new(config).acceptor(NoDelayAcceptor::new());
+    axum_server::from_tcp(listener)
         .context("serving HTTPS")?
+        .acceptor(acceptor)
         .handle(handle)
         .serve(app)
         .await

@@ -7,6 +7,7 @@
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
+use axum::serve::ListenerExt as _;
 use clap::Parser;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
@@ -131,5 +132,9 @@ async fn main() -> Result<()> {
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .with_context(|| format!("binding {addr}"))?;
+    // As moat does: without TCP_NODELAY the last piece of each answer waits for a delayed ACK.
+    let listener = listener.tap_io(|stream| {
+        let _ = stream.set_nodelay(true);
+    });
     axum::serve(listener, router).await.context("serving HTTP")
 }
