@@ -201,7 +201,7 @@ impl Bench {
         self.rows.push(Row {
             id: "P6",
             what: format!(
-                "HTTP tools/call echo, {} sessions, a JWT (RS256) verified per request, calls/s \
+                "HTTP tools/call echo, {} sessions, a JWT (RS256) checked per request, calls/s \
                  (median of {} rounds)",
                 crate::CLIENTS,
                 jwt_rate.len()
