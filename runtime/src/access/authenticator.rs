@@ -54,10 +54,6 @@ impl Authenticator {
         }
     }
 
-    pub fn oauth(&self) -> Option<&OAuth> {
-        self.oauth.as_deref()
-    }
-
     /// The principal the `Authorization` header's value stands for.
     pub async fn authenticate(&self, authorization: Option<&[u8]>) -> Result<Principal, Refusal> {
         let Some(value) = authorization else {

@@ -25,6 +25,15 @@ pub fn default_token_file() -> Option<PathBuf> {
     Some(config.join("moat").join("http-token"))
 }
 
+/// The local token's file: `explicit` (`--token-file`), else `configured` (`[auth] token_file`),
+/// else [`default_token_file`].
+pub fn token_file(explicit: Option<PathBuf>, configured: Option<PathBuf>) -> Result<PathBuf> {
+    explicit
+        .or(configured)
+        .or_else(default_token_file)
+        .context("no place for the local token: set HOME, MOAT_TOKEN_FILE or --token-file")
+}
+
 /// A new random credential: `moat_` and 256 random bits.
 pub fn generate() -> Result<String> {
     let mut bytes = [0u8; 32];
@@ -135,10 +144,6 @@ pub struct ApiKeys {
 impl ApiKeys {
     pub fn new(keys: Vec<(String, [u8; 32])>) -> Self {
         Self { keys }
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.keys.is_empty()
     }
 
     /// The name of the key `credential` is, comparing against every key whatever matches.

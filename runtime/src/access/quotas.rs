@@ -56,12 +56,6 @@ impl Quotas {
         }
     }
 
-    /// Whether any limit is set at all.
-    pub fn is_unlimited(&self) -> bool {
-        self.default == Quota::default()
-            && self.by_principal.values().all(|q| *q == Quota::default())
-    }
-
     fn usage(&self, principal: &str) -> Arc<Usage> {
         let mut used = self.used.lock().expect("quota lock");
         if let Some(usage) = used.get(principal) {

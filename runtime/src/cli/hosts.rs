@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use serde_json::{Value, json};
 
 /// The MCP hosts moat writes configuration for.
@@ -134,10 +134,7 @@ pub fn http_headers(
     if !service.api_keys.is_empty() || service.oauth.is_some() {
         return Ok(Vec::new());
     }
-    let path = token_file
-        .or(service.token_file)
-        .or_else(moat::access::credentials::default_token_file)
-        .context("no place for the local token: set HOME, MOAT_TOKEN_FILE or --token-file")?;
+    let path = moat::access::credentials::token_file(token_file, service.token_file)?;
     let token = moat::access::credentials::local_token(&path)?;
     Ok(vec![("Authorization".into(), format!("Bearer {token}"))])
 }

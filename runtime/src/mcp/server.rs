@@ -191,16 +191,11 @@ impl MoatServer {
                     .map(|info| info.client_info.clone())
             })
             .map(|info| format!("{} {}", info.name, info.version));
-        let session_header = context
-            .extensions
-            .get::<axum::http::request::Parts>()
-            .and_then(|parts| parts.headers.get("mcp-session-id"))
-            .and_then(|id| id.to_str().ok())
-            .map(str::to_string);
+        let header = session_header(&context.extensions).map(str::to_string);
         let (session, session_claimed) = if in_session {
-            (session_header, None)
+            (header, None)
         } else {
-            (None, session_header)
+            (None, header)
         };
         let remote = context
             .extensions
@@ -290,15 +285,10 @@ impl ServerHandler for MoatServer {
         let registry = self.catalogue.current();
         let principal = self.principal_of(&context.extensions);
         let span = self.catalogue.traces().map(|traces| {
-            let session = context
-                .extensions
-                .get::<axum::http::request::Parts>()
-                .and_then(|parts| parts.headers.get("mcp-session-id"))
-                .and_then(|id| id.to_str().ok());
             let facts = CallFacts {
                 principal: &principal.name,
                 request_id: Some(context.id.to_string()),
-                session,
+                session: session_header(&context.extensions),
                 protocol_version: context.meta.protocol_version().map(|v| v.to_string()),
             };
             traces.start(&request.name, &context.meta, facts)
@@ -387,6 +377,14 @@ impl ServerHandler for MoatServer {
             .clone();
         self.catalogue.listen(subscription, principal).await
     }
+}
+
+/// The `Mcp-Session-Id` an HTTP request carried, as the client sent it.
+fn session_header(extensions: &rmcp::model::Extensions) -> Option<&str> {
+    extensions
+        .get::<axum::http::request::Parts>()
+        .and_then(|parts| parts.headers.get("mcp-session-id"))
+        .and_then(|id| id.to_str().ok())
 }
 
 fn logging_level(level: Level) -> LoggingLevel {

@@ -9,7 +9,7 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Result, bail};
 
 use crate::access::authenticator::Authenticator;
 use crate::access::credentials::{self, ApiKeys};
@@ -60,11 +60,7 @@ pub fn settings(
         );
         Authentication::Off
     } else if service.api_keys.is_empty() && service.oauth.is_none() {
-        let path = flags
-            .token_file
-            .or(service.token_file.clone())
-            .or_else(credentials::default_token_file)
-            .context("no place for the local token: set HOME, MOAT_TOKEN_FILE or --token-file")?;
+        let path = credentials::token_file(flags.token_file, service.token_file.clone())?;
         let token = credentials::local_token(&path)?;
         tracing::info!(
             "requests need `Authorization: Bearer` with the token in {} (`moat config HOST \

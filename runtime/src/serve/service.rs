@@ -234,9 +234,8 @@ pub(super) fn parse(tables: Tables) -> Result<Service> {
     let auth = tables.auth.unwrap_or_default();
     service.token_file = auth.token_file.map(|f| tables.base.join(f));
     if let Some(resource) = &auth.resource {
-        oauth::check_issuer_url(resource)
-            .or_else(|_| check_public_url(resource))
-            .context("[auth] resource")?;
+        // https, or plain http on loopback: the same rule as for an issuer.
+        oauth::check_issuer_url(resource).context("[auth] resource")?;
     }
     service.resource = auth.resource;
     for (name, value) in auth.api_keys {
@@ -336,15 +335,6 @@ fn oauth_settings(
             .jwks_cooldown_seconds
             .map_or(jwks::DEFAULT_COOLDOWN, Duration::from_secs),
     })
-}
-
-/// A resource URL for a server that others reach: https.
-fn check_public_url(text: &str) -> Result<()> {
-    if text.starts_with("https://") {
-        Ok(())
-    } else {
-        bail!("\"{text}\" must be https:// (plain http only on loopback)")
-    }
 }
 
 #[cfg(test)]

@@ -436,24 +436,8 @@ impl Bench {
         let native = HttpServer::spawn(native, native_addr, &self.log("native-http"))?;
 
         let tools = ["echo_echo".to_string()];
-        let (mut moat_rate, mut native_rate) = (Vec::new(), Vec::new());
-        for round in 0..self.settings.http_rounds {
-            let order = if round % 2 == 0 { [0, 1] } else { [1, 0] };
-            for which in order {
-                let server = if which == 0 { &moat } else { &native };
-                let load = self
-                    .runtime
-                    .block_on(load(server.addr, &tools, self.settings.http_round))
-                    .with_context(|| server.died())?;
-                let rate = load.calls as f64 / load.elapsed.as_secs_f64();
-                if which == 0 {
-                    &mut moat_rate
-                } else {
-                    &mut native_rate
-                }
-                .push(rate);
-            }
-        }
+        let [moat_rate, native_rate] =
+            self.alternate_rates([&moat, &native], http::TOKEN, &tools)?;
         self.rows.push(Row {
             id: "P2",
             what: format!(
@@ -467,6 +451,34 @@ impl Bench {
             target: Target::RatioAtLeast(0.8),
         });
         Ok(())
+    }
+
+    /// Calls per second of each of `servers` under [`load_as`], in rounds that alternate which
+    /// goes first, so that drift on a shared machine hits both alike.
+    fn alternate_rates(
+        &self,
+        servers: [&HttpServer; 2],
+        token: &str,
+        tools: &[String],
+    ) -> Result<[Vec<f64>; 2]> {
+        let mut rates = [Vec::new(), Vec::new()];
+        for round in 0..self.settings.http_rounds {
+            let order = if round % 2 == 0 { [0, 1] } else { [1, 0] };
+            for which in order {
+                let server = servers[which];
+                let load = self
+                    .runtime
+                    .block_on(http::load_as(
+                        server.addr,
+                        token,
+                        tools,
+                        self.settings.http_round,
+                    ))
+                    .with_context(|| server.died())?;
+                rates[which].push(load.calls as f64 / load.elapsed.as_secs_f64());
+            }
+        }
+        Ok(rates)
     }
 
     /// P4: moat's memory with 50 plugins, idle and under [`CLIENTS`] concurrent calls.

@@ -12,7 +12,7 @@ use jsonwebtoken::{Algorithm, EncodingKey, Header};
 use serde_json::json;
 use sha2::{Digest, Sha256};
 
-use crate::http::{HttpServer, HttpSession, free_addr, load_as};
+use crate::http::{HttpServer, HttpSession, free_addr};
 use crate::report::{Row, Target};
 use crate::stats::{Stats, median, millis};
 use crate::{Bench, MESSAGE, check_echo};
@@ -175,29 +175,7 @@ impl Bench {
         )?;
         let token = issuer.token(&format!("http://{jwt_addr}/mcp"))?;
         let tools = ["echo_echo".to_string()];
-        let (mut jwt_rate, mut open_rate) = (Vec::new(), Vec::new());
-        for round in 0..self.settings.http_rounds {
-            let order = if round % 2 == 0 { [0, 1] } else { [1, 0] };
-            for which in order {
-                let server = if which == 0 { &with_jwt } else { &open };
-                let load = self
-                    .runtime
-                    .block_on(load_as(
-                        server.addr,
-                        &token,
-                        &tools,
-                        self.settings.http_round,
-                    ))
-                    .with_context(|| server.died())?;
-                let rate = load.calls as f64 / load.elapsed.as_secs_f64();
-                if which == 0 {
-                    &mut jwt_rate
-                } else {
-                    &mut open_rate
-                }
-                .push(rate);
-            }
-        }
+        let [jwt_rate, open_rate] = self.alternate_rates([&with_jwt, &open], &token, &tools)?;
         self.rows.push(Row {
             id: "P6",
             what: format!(

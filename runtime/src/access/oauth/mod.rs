@@ -85,10 +85,6 @@ impl OAuth {
         })
     }
 
-    pub fn settings(&self) -> &Settings {
-        &self.settings
-    }
-
     /// The issuer's metadata, fetched once it is first needed (and again after a failure).
     async fn metadata(&self) -> Result<&Metadata, TokenError> {
         self.metadata

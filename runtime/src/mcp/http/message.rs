@@ -55,7 +55,11 @@ pub async fn check_message(request: Request, next: Next) -> Response {
         }
     };
     let id = value.get("id").cloned().unwrap_or(Value::Null);
-    if let Err(error) = serde_json::from_value::<ClientJsonRpcMessage>(value.clone()) {
+    let method = value
+        .get("method")
+        .and_then(Value::as_str)
+        .map(str::to_string);
+    if let Err(error) = serde_json::from_value::<ClientJsonRpcMessage>(value) {
         // Batches (gone since 2025-06-18), a wrong `jsonrpc`, a message without a method…
         return jsonrpc_error(
             StatusCode::BAD_REQUEST,
@@ -64,11 +68,8 @@ pub async fn check_message(request: Request, next: Next) -> Response {
             format!("Invalid Request: {error}"),
         );
     }
-    if let Some(method) = value.get("method").and_then(Value::as_str) {
-        parts.extensions.insert(Rpc {
-            id,
-            method: method.to_string(),
-        });
+    if let Some(method) = method {
+        parts.extensions.insert(Rpc { id, method });
     }
     next.run(Request::from_parts(parts, Body::from(bytes)))
         .await

@@ -33,12 +33,10 @@ pub struct Limiter {
 /// Counts the request against its principal's rate, before its body is read: a caller over its
 /// rate costs moat a lookup and a short answer, nothing more.
 pub async fn limit_rate(State(limiter): State<Limiter>, request: Request, next: Next) -> Response {
-    let Some(principal) = request.extensions().get::<Principal>() else {
-        return next.run(request).await;
-    };
-    if let Err(exceeded) = limiter.quotas.request(&principal.name) {
-        let principal = principal.clone();
-        return too_many(&limiter, &principal, Value::Null, exceeded);
+    if let Some(principal) = request.extensions().get::<Principal>()
+        && let Err(exceeded) = limiter.quotas.request(&principal.name)
+    {
+        return too_many(&limiter, principal, Value::Null, exceeded);
     }
     next.run(request).await
 }
@@ -46,43 +44,24 @@ pub async fn limit_rate(State(limiter): State<Limiter>, request: Request, next: 
 /// Holds a `tools/call` to its principal's concurrent calls, and a new legacy session to the
 /// cap on sessions.
 pub async fn limit_calls(State(limiter): State<Limiter>, request: Request, next: Next) -> Response {
-    let Some(principal) = request.extensions().get::<Principal>().cloned() else {
+    let extensions = request.extensions();
+    let (Some(principal), Some(rpc)) = (extensions.get::<Principal>(), extensions.get::<Rpc>())
+    else {
         return next.run(request).await;
     };
-    let rpc = request.extensions().get::<Rpc>().cloned();
-    let id = rpc.as_ref().map_or(Value::Null, |r| r.id.clone());
-    let method = rpc.as_ref().map(|r| r.method.as_str());
-    if method == Some("initialize") && !request.headers().contains_key("mcp-session-id") {
-        let open = limiter.sessions.sessions.read().await.len();
-        if open >= limiter.max_sessions {
-            limiter
-                .catalogue
-                .metrics()
-                .record_quota_rejection("sessions");
-            tracing::warn!(
-                "refused a session for {principal}: {open} sessions are open, the most allowed"
-            );
-            let mut response = jsonrpc_error(
-                StatusCode::SERVICE_UNAVAILABLE,
-                id,
-                RATE_LIMITED,
-                format!(
-                    "this server has {open} sessions open, as many as it allows; retry later, \
-                     or use the 2026-07-28 protocol, which needs none"
-                ),
-            );
-            response
-                .headers_mut()
-                .insert(header::RETRY_AFTER, HeaderValue::from_static("30"));
-            return response;
+    let permit = match rpc.method.as_str() {
+        "initialize" if !request.headers().contains_key("mcp-session-id") => {
+            let open = limiter.sessions.sessions.read().await.len();
+            if open >= limiter.max_sessions {
+                return too_many_sessions(&limiter, principal, rpc.id.clone(), open);
+            }
+            None
         }
-    }
-    if method != Some("tools/call") {
-        return next.run(request).await;
-    }
-    let permit = match limiter.quotas.call(&principal.name) {
-        Ok(permit) => permit,
-        Err(exceeded) => return too_many(&limiter, &principal, id, exceeded),
+        "tools/call" => match limiter.quotas.call(&principal.name) {
+            Ok(permit) => permit,
+            Err(exceeded) => return too_many(&limiter, principal, rpc.id.clone(), exceeded),
+        },
+        _ => None,
     };
     let response = next.run(request).await;
     match permit {
@@ -95,6 +74,27 @@ pub async fn limit_calls(State(limiter): State<Limiter>, request: Request, next:
         }),
         None => response,
     }
+}
+
+fn too_many_sessions(limiter: &Limiter, principal: &Principal, id: Value, open: usize) -> Response {
+    limiter
+        .catalogue
+        .metrics()
+        .record_quota_rejection("sessions");
+    tracing::warn!("refused a session for {principal}: {open} sessions are open, the most allowed");
+    let mut response = jsonrpc_error(
+        StatusCode::SERVICE_UNAVAILABLE,
+        id,
+        RATE_LIMITED,
+        format!(
+            "this server has {open} sessions open, as many as it allows; retry later, or use \
+             the 2026-07-28 protocol, which needs none"
+        ),
+    );
+    response
+        .headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from_static("30"));
+    response
 }
 
 fn too_many(limiter: &Limiter, principal: &Principal, id: Value, exceeded: Exceeded) -> Response {
