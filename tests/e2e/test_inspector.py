@@ -111,3 +111,41 @@ def test_a_tool_error_is_reported_as_one(
     assert code == TOOL_ERROR_EXIT, output
     assert output["result"]["isError"] is True
     assert "inspected" in output["result"]["content"][0]["text"]
+
+
+@pytest.fixture(scope="module")
+def notebook_config(
+    plugin: Callable[[str], Path], tmp_path_factory: pytest.TempPathFactory
+) -> Path:
+    folder = tmp_path_factory.mktemp("inspector-notes")
+    (folder / "first.md").write_text("# First\n")
+    config = folder / "moat.toml"
+    config.write_text(
+        f"[plugins.notebook]\npath = {json.dumps(str(plugin('notebook')))}\n"
+        f'files = [{{ host = {json.dumps(str(folder))}, guest = "/notes", mode = "ro" }}]\n'
+    )
+    return config
+
+
+@pytest.mark.parametrize("era", ERAS)
+def test_a_resource_is_read_and_a_prompt_got(
+    inspector: Callable[..., tuple[int, Any]], moat_bin: Path, notebook_config: Path, era: str
+) -> None:
+    # Through a script: the Inspector takes any `--config` on its command line for its own.
+    script = notebook_config.with_name("serve.sh")
+    script.write_text(f'#!/bin/sh\nexec "{moat_bin}" serve --config "{notebook_config}"\n')
+    script.chmod(0o755)
+    served = [str(script)]
+    code, output = inspector("--protocol-era", era, *served, "--method", "resources/read",
+                             "--uri", "notebook://notes/first")
+    assert code == 0, output
+    [contents] = output["result"]["contents"]
+    assert contents == {"uri": "notebook://notes/first", "mimeType": "text/markdown",
+                        "text": "# First\n"}
+
+    code, output = inspector("--protocol-era", era, *served, "--method", "prompts/get",
+                             "--prompt-name", "notebook_summarize", "--prompt-args", "name=first")
+    assert code == 0, output
+    embedded = output["result"]["messages"][0]["content"]
+    assert embedded["type"] == "resource"
+    assert embedded["resource"]["text"] == "# First\n"

@@ -59,6 +59,8 @@ pub enum Outcome {
     Cancelled,
     /// A tool that no plugin has.
     UnknownTool,
+    /// Stopped to ask the client questions that its next request answers.
+    InputRequired,
 }
 
 impl Outcome {
@@ -76,6 +78,7 @@ impl Outcome {
             Outcome::SetupError => "setup_error",
             Outcome::Cancelled => "cancelled",
             Outcome::UnknownTool => "unknown_tool",
+            Outcome::InputRequired => "input_required",
         }
     }
 }
@@ -208,6 +211,8 @@ pub fn outcome_of(error: &CallError) -> Outcome {
         CallError::BadResult(_) => Outcome::BadResult,
         CallError::Busy { .. } => Outcome::Busy,
         CallError::Setup(_) => Outcome::SetupError,
+        CallError::InputRequired(_) => Outcome::InputRequired,
+        CallError::MissingCapability(_) => Outcome::InvalidArguments,
     }
 }
 

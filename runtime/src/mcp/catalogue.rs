@@ -9,6 +9,7 @@
 //! a legacy session (one that sent `initialize`) gets it on its connection; a 2026-07-28 client
 //! only on a `subscriptions/listen` stream that asked for `toolsListChanged`.
 
+use std::collections::BTreeSet;
 use std::num::NonZeroUsize;
 use std::sync::{Arc, Mutex};
 
@@ -23,8 +24,11 @@ use crate::access::Principal;
 use crate::access::tool_sets::ToolSets;
 use crate::mcp::audit::AuditLog;
 use crate::mcp::metrics::Metrics;
+use crate::mcp::request_state::Sealer;
 use crate::mcp::traces::Traces;
+use crate::plugin::prompts::Prompt;
 use crate::plugin::registry::Registry;
+use crate::plugin::resources::{Located, Resource};
 use crate::plugin::{Plugin, Tool};
 
 /// Tools per `tools/list` page unless configured otherwise.
@@ -54,7 +58,14 @@ struct Inner {
     tool_sets: Mutex<Arc<ToolSets>>,
     /// Where the spans of calls go, when traces are on.
     traces: std::sync::OnceLock<Traces>,
+    /// Seals the state of 2026-07-28 calls that ask the client something.
+    sealer: Sealer,
+    /// Legacy sessions with the resource URIs each subscribed to.
+    watchers: Mutex<Vec<(Peer<RoleServer>, Subscribed)>>,
 }
+
+/// The resource URIs one session subscribed to.
+pub type Subscribed = Arc<Mutex<BTreeSet<String>>>;
 
 /// One page of `tools/list`.
 pub struct Page<'a> {
@@ -84,6 +95,8 @@ impl Catalogue {
                 metrics: Metrics::default(),
                 tool_sets: Mutex::default(),
                 traces: std::sync::OnceLock::new(),
+                sealer: Sealer::default(),
+                watchers: Mutex::default(),
             }),
         }
     }
@@ -140,6 +153,90 @@ impl Catalogue {
         self.tool_sets()
             .allows(principal, &plugin.name, &tool.name)
             .then_some((plugin, tool))
+    }
+
+    /// The prompt named `name`, if `principal` may see it (tool sets match prompt names as they
+    /// match tool names).
+    pub fn find_prompt<'a>(
+        &self,
+        registry: &'a Registry,
+        principal: &Principal,
+        name: &str,
+    ) -> Option<(&'a Arc<Plugin>, &'a Prompt)> {
+        let (plugin, prompt) = registry.find_prompt(name)?;
+        self.tool_sets()
+            .allows(principal, &plugin.name, &prompt.name)
+            .then_some((plugin, prompt))
+    }
+
+    /// The prompts `principal` may see, in name order.
+    pub fn prompts<'a>(
+        &self,
+        registry: &'a Registry,
+        principal: &Principal,
+    ) -> Vec<(&'a Arc<Plugin>, &'a Prompt)> {
+        let sets = self.tool_sets();
+        registry
+            .prompts()
+            .filter(|(plugin, prompt)| sets.allows(principal, &plugin.name, &prompt.name))
+            .collect()
+    }
+
+    /// The resources and templates `principal` may see (by their `{plugin}_{function}` names).
+    pub fn resources<'a>(
+        &self,
+        registry: &'a Registry,
+        principal: &Principal,
+    ) -> Vec<(&'a Arc<Plugin>, &'a Resource)> {
+        let sets = self.tool_sets();
+        registry
+            .resources()
+            .filter(|(plugin, resource)| sets.allows(principal, &plugin.name, &resource.name))
+            .collect()
+    }
+
+    /// The resource at `uri` with its template's variables, if `principal` may see it.
+    pub fn find_resource<'a>(
+        &self,
+        registry: &'a Registry,
+        principal: &Principal,
+        uri: &str,
+    ) -> Option<Located<'a>> {
+        let (plugin, resource, variables) = registry.find_resource(uri)?;
+        self.tool_sets()
+            .allows(principal, &plugin.name, &resource.name)
+            .then_some((plugin, resource, variables))
+    }
+
+    /// What seals the state of calls that ask the client something.
+    pub fn sealer(&self) -> &Sealer {
+        &self.inner.sealer
+    }
+
+    /// Tells this legacy session of updates of the resources in `subscribed`, as long as it lasts.
+    pub fn watch_resources(&self, peer: Peer<RoleServer>, subscribed: Subscribed) {
+        let mut watchers = self.inner.watchers.lock().expect("watchers lock");
+        watchers.retain(|(peer, _)| !peer.is_transport_closed());
+        if !watchers.iter().any(|(_, s)| Arc::ptr_eq(s, &subscribed)) {
+            watchers.push((peer, subscribed));
+        }
+    }
+
+    /// Sends `notifications/resources/updated` for `uri` to every session subscribed to it.
+    pub async fn resource_updated(&self, uri: &str) {
+        let peers: Vec<Peer<RoleServer>> = {
+            let mut watchers = self.inner.watchers.lock().expect("watchers lock");
+            watchers.retain(|(peer, _)| !peer.is_transport_closed());
+            watchers
+                .iter()
+                .filter(|(_, s)| s.lock().expect("subscriptions lock").contains(uri))
+                .map(|(peer, _)| peer.clone())
+                .collect()
+        };
+        for peer in peers {
+            let param = rmcp::model::ResourceUpdatedNotificationParam::new(uri.to_string());
+            let _ = peer.notify_resource_updated(param).await;
+        }
     }
 
     /// The registry as it is now; hold on to it for the whole request.

@@ -2,9 +2,12 @@
 //! being served ([`catalogue`]), the audit log of every call ([`audit`]) and the metrics
 //! ([`metrics`]).
 
+pub mod asking;
 pub mod audit;
 pub mod catalogue;
 pub mod http;
 pub mod metrics;
+pub mod request_state;
 pub mod server;
+mod surface;
 pub mod traces;

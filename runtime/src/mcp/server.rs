@@ -9,10 +9,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    InitializeRequestParams, InitializeResult, ListToolsResult, LoggingLevel,
-    LoggingMessageNotificationParam, PaginatedRequestParams, ProgressNotificationParam,
-    ServerCapabilities, ServerConfig, SetLevelRequestParams, SubscriptionFilter, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult,
+    ContentBlock, GetPromptRequestParams, GetPromptResponse, Implementation,
+    InitializeRequestParams, InitializeResult, ListPromptsResult, ListResourceTemplatesResult,
+    ListResourcesResult, ListToolsResult, LoggingLevel, LoggingMessageNotificationParam,
+    PaginatedRequestParams, ProgressNotificationParam, ReadResourceRequestParams,
+    ReadResourceResponse, ServerCapabilities, ServerConfig, SetLevelRequestParams,
+    SubscribeRequestParams, SubscriptionFilter, Tool, UnsubscribeRequestParams,
 };
 use rmcp::service::{NotificationContext, Peer, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
@@ -21,14 +24,17 @@ use tokio::sync::mpsc;
 
 use crate::access::Principal;
 use crate::mcp::audit::{self, Outcome};
-use crate::mcp::catalogue::Catalogue;
+use crate::mcp::catalogue::{Catalogue, Subscribed};
+use crate::mcp::request_state::Binding;
+use crate::mcp::surface::{Unfinished, no_subscriptions};
 use crate::mcp::traces::{CallFacts, CallSpan};
+use crate::plugin::Exchange;
 use crate::sandbox::host::{GuestEvent, Level, MAX_PENDING_EVENTS};
 
 /// Serves the tools of a [`Catalogue`] (or of a fixed [`crate::plugin::registry::Registry`]) over MCP.
 #[derive(Clone)]
 pub struct MoatServer {
-    catalogue: Catalogue,
+    pub(crate) catalogue: Catalogue,
     /// The least severe guest log message the client wants to receive.
     log_level: Arc<Mutex<LoggingLevel>>,
     /// Whether this handler serves a session that began with `initialize`. Over HTTP rmcp then
@@ -37,6 +43,8 @@ pub struct MoatServer {
     in_session: Arc<AtomicBool>,
     /// Whom a request acts for when its transport says nothing (stdio: the user who started moat).
     principal: Principal,
+    /// The resources this (legacy) session subscribed to.
+    subscribed: Subscribed,
 }
 
 impl MoatServer {
@@ -47,6 +55,7 @@ impl MoatServer {
             log_level: Arc::new(Mutex::new(LoggingLevel::Debug)),
             in_session: Arc::new(AtomicBool::new(false)),
             principal: Principal::stdio("stdio"),
+            subscribed: no_subscriptions(),
         }
     }
 
@@ -58,7 +67,10 @@ impl MoatServer {
 
     /// Whom a request acts for: the principal HTTP authentication established, else this
     /// server's own.
-    fn principal_of<'a>(&'a self, extensions: &'a rmcp::model::Extensions) -> &'a Principal {
+    pub(crate) fn principal_of<'a>(
+        &'a self,
+        extensions: &'a rmcp::model::Extensions,
+    ) -> &'a Principal {
         extensions
             .get::<axum::http::request::Parts>()
             .and_then(|parts| parts.extensions.get::<Principal>())
@@ -85,9 +97,12 @@ impl MoatServer {
         peer: Peer<RoleServer>,
         progress_token: Option<rmcp::model::ProgressToken>,
         log_threshold: Option<LoggingLevel>,
-        plugin: String,
+        plugin: &crate::plugin::Plugin,
     ) -> (mpsc::Sender<GuestEvent>, impl Future<Output = ()>) {
         let (sender, mut receiver) = mpsc::channel(MAX_PENDING_EVENTS);
+        let scheme = plugin.scheme.clone();
+        let plugin = plugin.name.to_string();
+        let catalogue = self.catalogue.clone();
         let forwarder = async move {
             while let Some(event) = receiver.recv().await {
                 let sent = match event {
@@ -112,6 +127,13 @@ impl MoatServer {
                         param.total = total;
                         param.message = message;
                         peer.notify_progress(param).await
+                    }
+                    GuestEvent::ResourceUpdated { uri } => {
+                        // A plugin names only its own resources: the scheme is moat's to add.
+                        catalogue
+                            .resource_updated(&format!("{scheme}://{uri}"))
+                            .await;
+                        Ok(())
                     }
                 };
                 if sent.is_err() {
@@ -227,6 +249,10 @@ impl ServerHandler for MoatServer {
                 .enable_tools()
                 .enable_tool_list_changed()
                 .enable_logging()
+                .enable_prompts()
+                .enable_resources()
+                .enable_resources_subscribe()
+                .enable_completions()
                 .build(),
         );
         info.server_info = Implementation::new("moat", env!("CARGO_PKG_VERSION"));
@@ -307,13 +333,40 @@ impl ServerHandler for MoatServer {
                 None,
             ));
         };
+        let binding = Binding {
+            method: "tools/call",
+            name: &request.name,
+            arguments: request.arguments.as_ref(),
+            principal: &principal.name,
+        };
+        let asking = match self.asking(
+            &context,
+            &binding,
+            request.request_state.as_deref(),
+            request.input_responses.as_ref(),
+        ) {
+            Ok(asking) => asking,
+            Err(error) => {
+                let ended = Ended {
+                    outcome: Outcome::InvalidArguments,
+                    error: Some(error.message.to_string()),
+                    denied: Vec::new(),
+                };
+                self.audit(&context, &request, Some(plugin), started, ended, span);
+                return Err(error);
+            }
+        };
         let (events, forwarder) = self.forward_events(
             context.peer.clone(),
             context.meta.get_progress_token(),
             self.log_threshold(&context.meta),
-            plugin.name.to_string(),
+            plugin,
         );
-        let call = plugin.call_outcome(tool, request.arguments.as_ref(), Some(events));
+        let exchange = Exchange {
+            events: Some(events),
+            client: asking.exchange.client.clone(),
+        };
+        let call = plugin.call_asking(tool, request.arguments.as_ref(), exchange);
         // The forwarding ends after the call, which drops its sender: every report it made goes
         // out before the answer.
         let call = async { tokio::join!(call, forwarder).0 };
@@ -339,6 +392,13 @@ impl ServerHandler for MoatServer {
             denied: denials,
         };
         self.audit(&context, &request, Some(plugin), started, ended, span);
+        if let Err(error) = &outcome {
+            match self.unfinished(error, Some(&asking), &binding) {
+                Some(Unfinished::InputRequired(result)) => return Ok(result.into()),
+                Some(Unfinished::Error(error)) => return Err(error),
+                None => {}
+            }
+        }
         Ok(match outcome {
             Ok(result) => result,
             Err(error) => {
@@ -347,6 +407,74 @@ impl ServerHandler for MoatServer {
             }
         }
         .into())
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, McpError> {
+        Ok(self.list_prompts_of(&context))
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, McpError> {
+        self.get_prompt_of(request, context).await
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, McpError> {
+        Ok(self.list_resources_of(&context))
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, McpError> {
+        Ok(self.list_resource_templates_of(&context))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, McpError> {
+        self.read_resource_of(request, context).await
+    }
+
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.subscribe_to(&request.uri, &self.subscribed, &context)
+    }
+
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.subscribed
+            .lock()
+            .expect("subscriptions lock")
+            .remove(&request.uri);
+        Ok(())
+    }
+
+    async fn complete(
+        &self,
+        request: CompleteRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, McpError> {
+        self.complete_of(request, context).await
     }
 
     async fn set_level(

@@ -9,9 +9,9 @@ use rmcp::model::{CallToolResult, JsonObject};
 use tokio::sync::SemaphorePermit;
 use wasmtime::component::Val;
 
-use super::{CallError, CallOutcome, Plugin, Tool};
+use super::{CallError, CallOutcome, Exchange, Export, Plugin, Tool};
 use crate::sandbox::guest_log::Severity;
-use crate::sandbox::host::EventSink;
+use crate::sandbox::host::{EventSink, InputRequired, MissingCapability};
 use crate::sandbox::instances::{Fresh, MakeError};
 use crate::sandbox::limits::DeadlineExceeded;
 use crate::sandbox::network::Denials;
@@ -37,8 +37,42 @@ impl Plugin {
         args: Option<&JsonObject>,
         events: EventSink,
     ) -> CallOutcome {
+        self.call_asking(
+            tool,
+            args,
+            Exchange {
+                events,
+                client: None,
+            },
+        )
+        .await
+    }
+
+    /// Runs `tool` as [`Plugin::call_outcome`] does, sending its reports and questions through
+    /// `exchange`.
+    pub async fn call_asking(
+        &self,
+        tool: &Tool,
+        args: Option<&JsonObject>,
+        exchange: Exchange,
+    ) -> CallOutcome {
         let mut denials = Denials::default();
-        let result = self.run(tool, args, events, &mut denials).await;
+        let result = match args_from_json(&tool.params, args) {
+            Ok(params) => {
+                let export = Export {
+                    name: &tool.name,
+                    index: tool.index,
+                };
+                self.invoke(export, &params, exchange, &mut denials)
+                    .await
+                    .and_then(|results| {
+                        tool.returns
+                            .render(results.first())
+                            .map_err(CallError::BadResult)
+                    })
+            }
+            Err(error) => Err(CallError::InvalidArguments(error)),
+        };
         let denials = denials.take();
         let result = result.map(|r| with_denials(r, &denials));
         CallOutcome { result, denials }
@@ -50,14 +84,16 @@ impl Plugin {
         self.instances.log().logged_bytes()
     }
 
-    async fn run(
+    /// Calls one export with `params` in a fresh instance, under the plugin's limits, and gives
+    /// back what it returned. Every request a plugin serves (a tool call, a prompt, a resource
+    /// read, a completion) goes through here.
+    pub(super) async fn invoke(
         &self,
-        tool: &Tool,
-        args: Option<&JsonObject>,
-        events: EventSink,
+        export: Export<'_>,
+        params: &[Val],
+        exchange: Exchange,
         denials: &mut Denials,
-    ) -> Result<CallToolResult, CallError> {
-        let params = args_from_json(&tool.params, args).map_err(CallError::InvalidArguments)?;
+    ) -> Result<Vec<Val>, CallError> {
         let limits = &self.limits;
         let _slot = self.take_slot().await?;
         let deadline = Instant::now() + limits.deadline;
@@ -72,25 +108,27 @@ impl Plugin {
                 return Err(self.failure(&error, &stderr));
             }
         };
-        store.data_mut().set_events(events);
+        store.data_mut().set_events(exchange.events);
+        store.data_mut().set_client(exchange.client);
         *denials = store.data().denials();
 
         let run = async {
             let func = instance
-                .get_func(&mut store, tool.index)
+                .get_func(&mut store, export.index)
                 .expect("the export was found in the component's type");
             let mut results = vec![Val::Bool(false); func.ty(&store).results().len()];
-            func.call_async(&mut store, &params, &mut results).await?;
+            func.call_async(&mut store, params, &mut results).await?;
             wasmtime::Result::<_>::Ok(results)
         };
         // The epoch stops a guest that computes; this timer stops one blocked in the host (a
-        // sleep, a slow read) at the same deadline.
+        // sleep, a slow read, a question to the client) at the same deadline.
         let outcome = tokio::time::timeout_at(deadline.into(), run)
             .await
             .unwrap_or_else(|_| Err(DeadlineExceeded.into()));
         // The call's reports end here (the server flushes them before answering); the used store
         // goes away, and the next call's instance is made, after the answer.
         store.data_mut().set_events(None);
+        store.data_mut().set_client(None);
         self.instances.replace(store);
 
         let stdout = String::from_utf8_lossy(&output.stdout.contents()).into_owned();
@@ -98,7 +136,7 @@ impl Plugin {
         let log = self.instances.log();
         for (stream, text) in [("stdout", &stdout), ("stderr", &stderr)] {
             if !text.is_empty() {
-                let line = format!("{}: guest {stream}: {}", tool.name, text.trim_end());
+                let line = format!("{}: guest {stream}: {}", export.name, text.trim_end());
                 log.write(Severity::Info, &line);
             }
         }
@@ -111,13 +149,17 @@ impl Plugin {
                 limits.max_result_bytes
             )));
         }
-        tool.returns
-            .render(results.first())
-            .map_err(CallError::BadResult)
+        Ok(results)
     }
 
     /// Why a call that ended in an error failed, for the client.
     fn failure(&self, error: &wasmtime::Error, stderr: &str) -> CallError {
+        if let Some(InputRequired(questions)) = error.downcast_ref::<InputRequired>() {
+            return CallError::InputRequired(questions.clone());
+        }
+        if let Some(&MissingCapability(capability)) = error.downcast_ref::<MissingCapability>() {
+            return CallError::MissingCapability(capability);
+        }
         if error.downcast_ref::<DeadlineExceeded>().is_some() {
             return CallError::DeadlineExceeded(self.limits.deadline);
         }

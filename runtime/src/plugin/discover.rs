@@ -1,4 +1,6 @@
-//! Finding a component's tools: every exported function, with its schemas and description.
+//! Finding what a component offers: every exported function is a tool, with its schemas and
+//! description, except those of the exported interfaces named `prompts`, `resources` and
+//! `completions` (see `wit/plugin.wit`), which become prompts, resources and completions.
 
 use std::sync::Arc;
 
@@ -9,30 +11,54 @@ use wasmtime::Engine;
 use wasmtime::component::types::{ComponentFunc, ComponentItem};
 use wasmtime::component::{Component, ComponentExportIndex, Type};
 
+use super::completions::Completions;
+use super::prompts::Prompt;
+use super::resources::Resource;
 use super::{MAX_PLUGIN_SCHEMA_NODES, MAX_TOOL_SCHEMA_NODES, MAX_TOOLS, Tool};
 use crate::wit::docs::{FunctionDocs, PluginDocs};
-use crate::wit::naming::{MAX_TOOL_NAME, ToolRules, tool_name};
+use crate::wit::naming::{MAX_TOOL_NAME, ToolRules, interface_name, tool_name};
 use crate::wit::output::Returns;
 use crate::wit::schema::{Budget, SchemaError, object_schema};
 
-/// The tools found, and the exported functions that are not tools with the reason.
-pub(super) type ToolsAndSkipped = (Vec<Tool>, Vec<(String, String)>);
+/// What a component offers, and the exported functions it offers nothing through, with the
+/// reason.
+#[derive(Default)]
+pub(super) struct Discovered {
+    pub tools: Vec<Tool>,
+    pub prompts: Vec<Prompt>,
+    pub resources: Vec<Resource>,
+    pub completions: Completions,
+    pub skipped: Vec<(String, String)>,
+}
 
-/// Every exported function, at the top level or in an exported instance, is a tool, unless
-/// `rules` hide it. Too many tools, or schemas too large, refuse the whole plugin.
-pub(super) fn discover_tools(
+/// One exported function.
+pub(super) struct Found {
+    pub interface: Option<String>,
+    pub function: String,
+    pub ty: ComponentFunc,
+    pub index: ComponentExportIndex,
+}
+
+impl Found {
+    /// Where the function is exported: `interface#function` or `function`.
+    pub fn export(&self) -> String {
+        match &self.interface {
+            Some(interface) => format!("{interface}#{}", self.function),
+            None => self.function.clone(),
+        }
+    }
+}
+
+/// Every exported function, at the top level or in an exported instance, is a tool unless
+/// `rules` hide it or its interface says it is something else. Too many tools, or schemas too
+/// large, refuse the whole plugin.
+pub(super) fn discover(
     engine: &Engine,
     component: &Component,
     plugin: &str,
     rules: &ToolRules,
     docs: Option<&PluginDocs>,
-) -> Result<ToolsAndSkipped> {
-    struct Found {
-        interface: Option<String>,
-        function: String,
-        ty: ComponentFunc,
-        index: ComponentExportIndex,
-    }
+) -> Result<Discovered> {
     let mut found = Vec::new();
     for (export, item) in component.component_type().exports(engine) {
         match item.ty {
@@ -69,6 +95,37 @@ pub(super) fn discover_tools(
         }
     }
 
+    let mut discovered = Discovered::default();
+    let (others, found): (Vec<Found>, Vec<Found>) = found.into_iter().partition(|f| {
+        f.interface
+            .as_deref()
+            .is_some_and(|i| OFFERS.contains(&interface_name(i)))
+    });
+    for other in others {
+        let function_docs =
+            docs.and_then(|d| d.function(other.interface.as_deref(), &other.function));
+        let kind = interface_name(other.interface.as_deref().unwrap_or_default());
+        let offered = match kind {
+            "prompts" => {
+                Prompt::describe(plugin, &other, function_docs).map(|p| discovered.prompts.push(p))
+            }
+            "resources" => Resource::describe(plugin, &other, function_docs)
+                .map(|r| discovered.resources.push(r)),
+            _ => discovered.completions.describe(&other),
+        };
+        if let Err(why) = offered {
+            discovered.skipped.push((other.export(), why));
+        }
+    }
+    if discovered.prompts.len() + discovered.resources.len() > MAX_TOOLS {
+        bail!(
+            "plugin \"{plugin}\" exports more than the {MAX_TOOLS} prompts and resources a \
+             plugin may have"
+        );
+    }
+    discovered.prompts.sort_by(|a, b| a.name.cmp(&b.name));
+    discovered.resources.sort_by(|a, b| a.name.cmp(&b.name));
+
     if found.len() > MAX_TOOLS {
         bail!(
             "plugin \"{plugin}\" exports {} functions, more than the {MAX_TOOLS} tools a plugin \
@@ -93,14 +150,10 @@ pub(super) fn discover_tools(
         .collect();
     let names = crate::wit::naming::apply(plugin, rules, &defaults)?;
 
-    let mut tools = Vec::new();
-    let mut skipped = Vec::new();
+    let Discovered { tools, skipped, .. } = &mut discovered;
     let mut plugin_nodes_left = MAX_PLUGIN_SCHEMA_NODES;
     for (f, name) in found.iter().zip(names) {
-        let export = match &f.interface {
-            Some(interface) => format!("{interface}#{}", f.function),
-            None => f.function.clone(),
-        };
+        let export = f.export();
         let Some(name) = name else {
             skipped.push((export, "moat.toml hides it".to_string()));
             continue;
@@ -143,8 +196,11 @@ pub(super) fn discover_tools(
         }
     }
     tools.sort_by(|a, b| a.name.cmp(&b.name));
-    Ok((tools, skipped))
+    Ok(discovered)
 }
+
+/// The exported interfaces whose functions are not tools.
+const OFFERS: [&str; 3] = ["prompts", "resources", "completions"];
 
 fn describe_tool(
     name: String,

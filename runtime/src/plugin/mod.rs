@@ -16,7 +16,7 @@ use wasmtime::Engine;
 use wasmtime::component::{Component, ComponentExportIndex, Linker, Type};
 
 use crate::sandbox::grants::Grants;
-use crate::sandbox::host::HostState;
+use crate::sandbox::host::{Client, EventSink, HostState, Question};
 use crate::sandbox::instances::Instances;
 use crate::sandbox::limits::Limits;
 use crate::supply::cache::Cache;
@@ -28,10 +28,16 @@ use crate::wit::output::Returns;
 use crate::wit::values::ArgError;
 
 mod call;
+pub mod completions;
 mod discover;
+pub mod prompts;
 pub mod registry;
+pub mod resources;
 
-use discover::discover_tools;
+use completions::Completions;
+use discover::discover;
+use prompts::Prompt;
+use resources::Resource;
 
 /// The most schema nodes (see [`Budget`]) one tool's input and output schemas may have together.
 /// The largest bundled tool has a few hundred; this leaves room for big real-world types while
@@ -52,7 +58,14 @@ pub struct Plugin {
     /// What the plugin says of itself (its world's doc comment), if anything.
     pub summary: Option<String>,
     pub tools: Vec<Tool>,
-    /// Exported functions that are not tools, with the reason.
+    /// Its prompts, in name order.
+    pub prompts: Vec<Prompt>,
+    /// Its resources and resource templates, in name order.
+    pub resources: Vec<Resource>,
+    completions: Completions,
+    /// The URI scheme of its resources (see [`crate::wit::naming::resource_scheme`]).
+    pub scheme: String,
+    /// Exported functions that offer nothing, with the reason.
     pub skipped: Vec<(String, String)>,
     /// The names of the interfaces the component imports.
     pub imports: Vec<String>,
@@ -110,6 +123,26 @@ pub enum CallError {
     Busy { running: usize, queued: usize },
     /// The host could not set the call up (a granted directory vanished, the pool is full…).
     Setup(String),
+    /// The guest asked the client questions that a later request answers (2026-07-28); the
+    /// call stopped there.
+    InputRequired(Vec<Question>),
+    /// The guest asked something that needs this client capability, which the request did not
+    /// declare.
+    MissingCapability(&'static str),
+}
+
+/// Where a request's guest sends its reports and questions.
+#[derive(Default)]
+pub struct Exchange {
+    pub events: EventSink,
+    pub client: Option<Arc<dyn Client>>,
+}
+
+/// One export of the component, and the name its log lines go under.
+#[derive(Clone, Copy)]
+pub(crate) struct Export<'a> {
+    name: &'a str,
+    index: ComponentExportIndex,
 }
 
 impl std::fmt::Display for CallError {
@@ -140,6 +173,18 @@ impl std::fmt::Display for CallError {
                 "the plugin is busy ({running} calls running, {queued} waiting); try again later"
             ),
             CallError::Setup(e) => write!(f, "the call could not start: {e}"),
+            CallError::InputRequired(questions) => {
+                write!(
+                    f,
+                    "the tool waits for {} answer(s) from the client",
+                    questions.len()
+                )
+            }
+            CallError::MissingCapability(capability) => write!(
+                f,
+                "the tool needs the `{capability}` client capability, which the request did not \
+                 declare"
+            ),
         }
     }
 }
@@ -197,19 +242,30 @@ impl Plugin {
         for note in crate::sandbox::grants::ungranted(&imports, &grants) {
             tracing::info!(plugin = name, "{note}");
         }
-        let (tools, skipped) = discover_tools(engine, &component, name, rules, docs.as_ref())?;
-        for (export, reason) in &skipped {
+        let discovered = discover(engine, &component, name, rules, docs.as_ref())?;
+        for (export, reason) in &discovered.skipped {
+            tracing::warn!(plugin = name, "`{export}` is not offered: {reason}");
+        }
+        let mut resources = discovered.resources;
+        let scheme = crate::wit::naming::resource_scheme(name);
+        if scheme.is_none() && !resources.is_empty() {
             tracing::warn!(
                 plugin = name,
-                "`{export}` is not offered as a tool: {reason}"
+                "its resources are not offered: a plugin name that starts with a digit cannot be \
+                 a URI scheme"
             );
+            resources.clear();
         }
         let instances = Instances::new(name.into(), pre, grants.clone(), limits.clone());
         Ok(Self {
             name: name.into(),
             summary: docs.as_ref().and_then(|d| d.summary()).map(str::to_string),
-            tools,
-            skipped,
+            tools: discovered.tools,
+            prompts: discovered.prompts,
+            resources,
+            completions: discovered.completions,
+            scheme: scheme.unwrap_or_default(),
+            skipped: discovered.skipped,
             imports,
             digest: fetched.digest,
             slots: Semaphore::new(limits.max_concurrent_calls),

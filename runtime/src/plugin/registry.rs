@@ -15,6 +15,8 @@ use anyhow::{Context, Result};
 use wasmtime::Engine;
 use wasmtime::component::Linker;
 
+use crate::plugin::prompts::Prompt;
+use crate::plugin::resources::{Located, Resource};
 use crate::plugin::{Plugin, Tool};
 use crate::sandbox::host;
 use crate::supply::PluginSource;
@@ -29,6 +31,10 @@ pub struct Registry {
     plugins: Vec<Arc<Plugin>>,
     /// Tool name → (plugin, tool) indexes; a `BTreeMap` so listings come out in name order.
     tools: BTreeMap<String, (usize, usize)>,
+    /// Prompt name → (plugin, prompt) indexes, as for tools.
+    prompts: BTreeMap<String, (usize, usize)>,
+    /// Resource URI scheme → plugin index, for the plugins that have resources.
+    schemes: HashMap<String, usize>,
 }
 
 /// A plugin that did not load, and why.
@@ -161,6 +167,8 @@ impl Registry {
             engine: engine.clone(),
             plugins: Vec::new(),
             tools: BTreeMap::new(),
+            prompts: BTreeMap::new(),
+            schemes: HashMap::new(),
         };
         let mut refused = Vec::new();
         for plugin in &plugins {
@@ -183,6 +191,31 @@ impl Registry {
         candidates: &[Arc<Plugin>],
         served: &HashMap<String, String>,
     ) -> Option<anyhow::Error> {
+        if let Some(prompt) = plugin
+            .prompts
+            .iter()
+            .find(|p| self.prompts.contains_key(&p.name))
+        {
+            let (other, _) = self.prompts[&prompt.name];
+            return Some(anyhow::anyhow!(
+                "plugin \"{}\" is not loaded: its prompt `{}` has the name of a prompt of plugin \
+                 \"{}\"",
+                plugin.name,
+                prompt.name,
+                self.plugins[other].name
+            ));
+        }
+        if !plugin.resources.is_empty()
+            && let Some(&other) = self.schemes.get(&plugin.scheme)
+        {
+            return Some(anyhow::anyhow!(
+                "plugin \"{}\" is not loaded: its resources would share the URI scheme `{}:` \
+                 with those of plugin \"{}\"",
+                plugin.name,
+                plugin.scheme,
+                self.plugins[other].name
+            ));
+        }
         plugin.tools.iter().find_map(|tool| {
             let (owner, why) = match self.tools.get(&tool.name) {
                 Some(&(other, _)) => (self.plugins[other].name.to_string(), ""),
@@ -215,6 +248,13 @@ impl Registry {
                 .insert(tool.name.clone(), (plugin_index, tool_index));
             debug_assert!(previous.is_none(), "clash() let a taken name through");
         }
+        for (prompt_index, prompt) in plugin.prompts.iter().enumerate() {
+            self.prompts
+                .insert(prompt.name.clone(), (plugin_index, prompt_index));
+        }
+        if !plugin.resources.is_empty() {
+            self.schemes.insert(plugin.scheme.clone(), plugin_index);
+        }
         self.plugins.push(plugin);
     }
 
@@ -245,6 +285,36 @@ impl Registry {
     pub fn find(&self, name: &str) -> Option<(&Arc<Plugin>, &Tool)> {
         let &(p, t) = self.tools.get(name)?;
         Some((&self.plugins[p], &self.plugins[p].tools[t]))
+    }
+
+    /// Every prompt, in name order.
+    pub fn prompts(&self) -> impl Iterator<Item = (&Arc<Plugin>, &Prompt)> {
+        self.prompts
+            .values()
+            .map(|&(p, i)| (&self.plugins[p], &self.plugins[p].prompts[i]))
+    }
+
+    /// The prompt named `name` and its plugin.
+    pub fn find_prompt(&self, name: &str) -> Option<(&Arc<Plugin>, &Prompt)> {
+        let &(p, i) = self.prompts.get(name)?;
+        Some((&self.plugins[p], &self.plugins[p].prompts[i]))
+    }
+
+    /// Every resource and template, by plugin name, then resource name.
+    pub fn resources(&self) -> impl Iterator<Item = (&Arc<Plugin>, &Resource)> {
+        self.plugins
+            .iter()
+            .flat_map(|plugin| plugin.resources.iter().map(move |r| (plugin, r)))
+    }
+
+    /// The resource at `uri`, its plugin and the template's variables: the scheme names the
+    /// plugin (in any case, as schemes are), the rest is matched against its resources.
+    pub fn find_resource(&self, uri: &str) -> Option<Located<'_>> {
+        let (scheme, path) = uri.split_once("://")?;
+        let &p = self.schemes.get(&scheme.to_ascii_lowercase())?;
+        let plugin = &self.plugins[p];
+        let (resource, variables) = plugin.find_resource(path)?;
+        Some((plugin, resource, variables))
     }
 
     /// The lock for plugins loaded from `sources`, every one of which must be here; `base` is the

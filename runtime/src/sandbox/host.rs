@@ -1,6 +1,6 @@
 //! What a guest sees of the host during one call: a WASI context holding only its grants,
-//! `wasi:http` behind moat's network checks, moat's `log` and `progress` imports, and a bounded
-//! capture of its stdout and stderr.
+//! `wasi:http` behind moat's network checks, moat's `log`, `progress`, `resources` and `client`
+//! imports, and a bounded capture of its stdout and stderr.
 
 use std::sync::Arc;
 
@@ -21,9 +21,15 @@ mod bindings {
     wasmtime::component::bindgen!({
         path: "../wit",
         world: "moat:plugin/imports",
+        imports: {
+            "moat:plugin/client.ask": async | trappable,
+            "moat:plugin/client.capabilities": async | trappable,
+        },
     });
 }
 
+use bindings::moat::plugin::client;
+use bindings::moat::plugin::content::ContentBlock;
 pub use bindings::moat::plugin::log::Level;
 
 /// The longest log or progress message a guest may send; longer ones are cut.
@@ -41,7 +47,86 @@ pub enum GuestEvent {
         total: Option<f64>,
         message: Option<String>,
     },
+    /// The plugin's resource `uri` (without its scheme) changed.
+    ResourceUpdated {
+        uri: String,
+    },
 }
+
+/// One question a guest asked the client: the MCP request it becomes.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Question {
+    /// The guest's name for it, unique in the call.
+    pub key: String,
+    /// `elicitation/create`, `sampling/createMessage` or `roots/list`.
+    pub method: String,
+    pub params: serde_json::Value,
+}
+
+/// Why a client's answers did not come.
+#[derive(Debug)]
+pub enum AskError {
+    /// The client cannot be asked this; the guest gets the reason as its `err`.
+    Refused(String),
+    /// The answers will come with the client's next request: the call stops here.
+    InputRequired(InputRequired),
+    /// The request did not declare a client capability the question needs: the call stops.
+    MissingCapability(MissingCapability),
+}
+
+/// Stops a call that needs a client capability its request did not declare (MCP's -32021).
+#[derive(Debug, Clone, Copy)]
+pub struct MissingCapability(pub &'static str);
+
+impl std::fmt::Display for MissingCapability {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "the request did not declare the `{}` client capability",
+            self.0
+        )
+    }
+}
+
+impl std::error::Error for MissingCapability {}
+
+/// Stops a call whose questions the client answers in a later request (2026-07-28): the
+/// host function traps with it, and the call's caller finds it in the error.
+#[derive(Debug)]
+pub struct InputRequired(pub Vec<Question>);
+
+impl std::fmt::Display for InputRequired {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "the call asked the client {} question(s)", self.0.len())
+    }
+}
+
+impl std::error::Error for InputRequired {}
+
+/// The client answers: each question's key, with the client's result as JSON.
+pub type Answers = Vec<(String, serde_json::Value)>;
+
+/// What a client declared it can be asked.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Declared {
+    pub elicitation: bool,
+    pub sampling: bool,
+    pub roots: bool,
+}
+
+/// Whom a call's questions go to.
+pub trait Client: Send + Sync {
+    fn declared(&self) -> Declared;
+
+    fn ask(
+        self: Arc<Self>,
+        questions: Vec<Question>,
+    ) -> std::pin::Pin<Box<dyn Future<Output = Result<Answers, AskError>> + Send>>;
+}
+
+/// The most questions one `ask` may hold, and the most bytes of JSON they may take.
+const MAX_QUESTIONS: usize = 16;
+const MAX_QUESTION_BYTES: usize = 256 * 1024;
 
 /// Where a call's [`GuestEvent`]s go; `None` when nobody listens.
 pub type EventSink = Option<mpsc::Sender<GuestEvent>>;
@@ -57,6 +142,7 @@ pub struct HostState {
     limits: CallLimits,
     log: Arc<GuestLog>,
     events: EventSink,
+    client: Option<Arc<dyn Client>>,
     http: WasiHttpCtx,
     http_hooks: HttpHooks,
 }
@@ -106,6 +192,7 @@ impl HostState {
             limits: CallLimits::new(limits.max_memory_bytes),
             log,
             events: None,
+            client: None,
             http: WasiHttpCtx::new(),
             http_hooks: HttpHooks {
                 plugin,
@@ -119,6 +206,11 @@ impl HostState {
     /// Where the guest's log and progress reports go from now on.
     pub fn set_events(&mut self, events: EventSink) {
         self.events = events;
+    }
+
+    /// Whom the guest's questions go to from now on; `None`: it may ask nobody.
+    pub fn set_client(&mut self, client: Option<Arc<dyn Client>>) {
+        self.client = client;
     }
 
     pub fn limits(&mut self) -> &mut CallLimits {
@@ -190,6 +282,154 @@ impl bindings::moat::plugin::progress::Host for HostState {
 }
 
 impl bindings::moat::plugin::content::Host for HostState {}
+
+impl bindings::moat::plugin::prompt::Host for HostState {}
+
+impl bindings::moat::plugin::resources::Host for HostState {
+    fn updated(&mut self, uri: String) {
+        if uri.len() <= MAX_MESSAGE_BYTES {
+            self.emit(GuestEvent::ResourceUpdated { uri });
+        }
+    }
+}
+
+impl client::Host for HostState {
+    async fn capabilities(&mut self) -> wasmtime::Result<client::ClientCapabilities> {
+        let declared = self
+            .client
+            .as_ref()
+            .map(|c| c.declared())
+            .unwrap_or_default();
+        let mut flags = client::ClientCapabilities::empty();
+        for (declared, flag) in [
+            (
+                declared.elicitation,
+                client::ClientCapabilities::ELICITATION,
+            ),
+            (declared.sampling, client::ClientCapabilities::SAMPLING),
+            (declared.roots, client::ClientCapabilities::ROOTS),
+        ] {
+            if declared {
+                flags |= flag;
+            }
+        }
+        Ok(flags)
+    }
+
+    async fn ask(
+        &mut self,
+        questions: Vec<(String, client::Question)>,
+    ) -> wasmtime::Result<Result<Vec<(String, String)>, String>> {
+        let Some(client) = self.client.clone() else {
+            return Ok(Err("this request cannot ask the client anything".into()));
+        };
+        let questions = match mcp_questions(questions) {
+            Ok(questions) => questions,
+            Err(message) => return Ok(Err(message)),
+        };
+        match client.ask(questions).await {
+            Ok(answers) => Ok(Ok(answers
+                .into_iter()
+                .map(|(key, answer)| (key, answer.to_string()))
+                .collect())),
+            Err(AskError::Refused(message)) => Ok(Err(message)),
+            Err(AskError::InputRequired(stop)) => Err(wasmtime::Error::new(stop)),
+            Err(AskError::MissingCapability(stop)) => Err(wasmtime::Error::new(stop)),
+        }
+    }
+}
+
+/// The guest's questions as MCP requests, checked: unique keys, few enough, small enough.
+fn mcp_questions(questions: Vec<(String, client::Question)>) -> Result<Vec<Question>, String> {
+    if questions.is_empty() || questions.len() > MAX_QUESTIONS {
+        return Err(format!(
+            "ask between 1 and {MAX_QUESTIONS} questions at once"
+        ));
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    let mut bytes = 0;
+    let mut out = Vec::with_capacity(questions.len());
+    for (key, question) in questions {
+        if key.is_empty() || !seen.insert(key.clone()) {
+            return Err(format!("question key \"{key}\" is empty or used twice"));
+        }
+        let (method, params) = match question {
+            client::Question::Elicit(form) => {
+                let schema: serde_json::Value = serde_json::from_str(&form.schema)
+                    .map_err(|e| format!("question \"{key}\": its schema is not JSON: {e}"))?;
+                let params = serde_json::json!({
+                    "mode": "form",
+                    "message": form.message,
+                    "requestedSchema": schema,
+                });
+                ("elicitation/create", params)
+            }
+            client::Question::ElicitUrl(page) => {
+                let params = serde_json::json!({
+                    "mode": "url",
+                    "message": page.message,
+                    "url": page.url,
+                    "elicitationId": page.elicitation_id,
+                });
+                ("elicitation/create", params)
+            }
+            client::Question::Sample(sampling) => {
+                let messages = sampling
+                    .messages
+                    .into_iter()
+                    .map(|m| {
+                        let role = match m.role {
+                            bindings::moat::plugin::prompt::Role::User => "user",
+                            bindings::moat::plugin::prompt::Role::Assistant => "assistant",
+                        };
+                        let content = sampling_content(m.content)
+                            .map_err(|e| format!("question \"{key}\": {e}"))?;
+                        Ok(serde_json::json!({"role": role, "content": content}))
+                    })
+                    .collect::<Result<Vec<_>, String>>()?;
+                let mut params = serde_json::json!({
+                    "messages": messages,
+                    "maxTokens": sampling.max_tokens,
+                });
+                if let Some(system) = sampling.system_prompt {
+                    params["systemPrompt"] = system.into();
+                }
+                ("sampling/createMessage", params)
+            }
+            client::Question::Roots => ("roots/list", serde_json::json!({})),
+        };
+        bytes += key.len() + params.to_string().len();
+        if bytes > MAX_QUESTION_BYTES {
+            return Err(format!(
+                "the questions take more than the {MAX_QUESTION_BYTES} bytes one ask may"
+            ));
+        }
+        out.push(Question {
+            key,
+            method: method.to_string(),
+            params,
+        });
+    }
+    Ok(out)
+}
+
+/// A sampling message's content: text, an image or a sound.
+fn sampling_content(block: ContentBlock) -> Result<serde_json::Value, String> {
+    use base64::Engine as _;
+    let base64 = |data: &[u8]| base64::engine::general_purpose::STANDARD.encode(data);
+    Ok(match block {
+        ContentBlock::Text(text) => serde_json::json!({"type": "text", "text": text}),
+        ContentBlock::Image(image) => serde_json::json!({
+            "type": "image", "data": base64(&image.data), "mimeType": image.mime_type,
+        }),
+        ContentBlock::Audio(audio) => serde_json::json!({
+            "type": "audio", "data": base64(&audio.data), "mimeType": audio.mime_type,
+        }),
+        ContentBlock::ResourceLink(_) | ContentBlock::Resource(_) => {
+            return Err("a sampling message holds text, an image or a sound".into());
+        }
+    })
+}
 
 /// Adds everything moat offers to guests: WASI 0.2 with `wasi:http` (whose context grants
 /// nothing by default) and the `moat:plugin` interfaces.

@@ -124,12 +124,12 @@ pub struct FunctionDocs<'a> {
 }
 
 impl<'a> FunctionDocs<'a> {
-    /// The doc comment without the lines that describe parameters.
+    /// The doc comment without the lines that describe parameters or are tags.
     pub fn description(&self) -> Option<String> {
         let docs = self.function.docs.contents.as_deref()?;
         let kept: Vec<&str> = docs
             .lines()
-            .filter(|line| self.parameter_line(line).is_none())
+            .filter(|line| self.parameter_line(line).is_none() && tag_line(line).is_none())
             .collect();
         let text = kept.join("\n").trim().to_string();
         (!text.is_empty()).then_some(text)
@@ -153,6 +153,14 @@ impl<'a> FunctionDocs<'a> {
         (description, ty)
     }
 
+    /// The value of the doc tag `@name value` (such as `@mime text/plain`), if the comment has one.
+    pub fn tag(&self, name: &str) -> Option<&'a str> {
+        let docs = self.function.docs.contents.as_deref()?;
+        docs.lines()
+            .filter_map(tag_line)
+            .find_map(|(tag, value)| (tag == name).then_some(value))
+    }
+
     /// The WIT type of the result.
     pub fn result(&self) -> Option<TypeDocs<'a>> {
         self.function
@@ -172,6 +180,16 @@ impl<'a> FunctionDocs<'a> {
         let is_param = self.function.params.iter().any(|p| p.name == name);
         (is_param && !text.trim().is_empty()).then(|| (name, text.trim()))
     }
+}
+
+/// `Some((tag, value))` when `line` is a doc tag: `@tag value`.
+fn tag_line(line: &str) -> Option<(&str, &str)> {
+    let tagged = line.trim().strip_prefix('@')?;
+    let (tag, value) = tagged
+        .split_once(char::is_whitespace)
+        .unwrap_or((tagged, ""));
+    let is_word = !tag.is_empty() && tag.chars().all(|c| c.is_ascii_alphanumeric() || c == '-');
+    is_word.then(|| (tag, value.trim()))
 }
 
 /// A WIT type, walked alongside wasmtime's structural type to find the comments of fields and

@@ -7,4 +7,5 @@ pub mod docs;
 pub mod naming;
 pub mod output;
 pub mod schema;
+pub mod uri_template;
 pub mod values;

@@ -76,17 +76,46 @@ pub fn apply(plugin: &str, rules: &ToolRules, defaults: &[String]) -> Result<Vec
 /// the plugin's exported functions share a name. Kebab-case becomes snake_case, and any character
 /// outside `[A-Za-z0-9_-]` becomes `_`, so names suit every MCP host.
 pub fn tool_name(plugin: &str, interface: Option<&str>, function: &str) -> String {
-    let interface = interface.map(|i| {
-        // `ns:pkg/name@1.0.0` → `name`
-        let i = i.rsplit('/').next().unwrap_or(i);
-        i.split('@').next().unwrap_or(i)
-    });
+    let interface = interface.map(interface_name);
     [Some(plugin), interface, Some(function)]
         .into_iter()
         .flatten()
         .map(sanitize)
         .collect::<Vec<_>>()
         .join("_")
+}
+
+/// The last name of an exported interface: `ns:pkg/name@1.0.0` and `name` are both `name`.
+pub fn interface_name(export: &str) -> &str {
+    let name = export.rsplit('/').next().unwrap_or(export);
+    name.split('@').next().unwrap_or(name)
+}
+
+/// A WIT name in lowerCamelCase (`resource-uri` → `resourceUri`): how prompt arguments and URI
+/// template variables are named, since MCP's own names are camelCase and RFC 6570 variables
+/// cannot hold `-`.
+pub fn camel_case(kebab: &str) -> String {
+    let mut out = String::with_capacity(kebab.len());
+    for (i, word) in kebab.split('-').enumerate() {
+        let mut chars = word.chars();
+        match chars.next() {
+            Some(first) if i > 0 => {
+                out.push(first.to_ascii_uppercase());
+                out.extend(chars);
+            }
+            _ => out.push_str(word),
+        }
+    }
+    out
+}
+
+/// The URI scheme of a plugin's resources: its name, with `_` as `-` (a scheme cannot hold
+/// `_`), in lower case; `None` when the name cannot be a scheme (it starts with a digit).
+pub fn resource_scheme(plugin: &str) -> Option<String> {
+    let scheme = plugin.replace('_', "-").to_ascii_lowercase();
+    scheme
+        .starts_with(|c: char| c.is_ascii_alphabetic())
+        .then_some(scheme)
 }
 
 /// A plugin or tool name part: `-` becomes `_`, anything outside `[A-Za-z0-9_]` becomes `_`.
@@ -102,6 +131,16 @@ mod tests {
 
     fn defaults() -> Vec<String> {
         vec!["x_read_file".into(), "x_write_file".into()]
+    }
+
+    #[test]
+    fn prompt_and_resource_names() {
+        assert_eq!(camel_case("resource-uri"), "resourceUri");
+        assert_eq!(camel_case("id"), "id");
+        assert_eq!(camel_case("a-b-c"), "aBC");
+        assert_eq!(resource_scheme("My_Notes").as_deref(), Some("my-notes"));
+        assert_eq!(resource_scheme("9lives"), None);
+        assert_eq!(interface_name("moat:notes/prompts@0.1.0"), "prompts");
     }
 
     #[test]

@@ -12,7 +12,7 @@
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
-use rmcp::model::{CallToolResult, ContentBlock};
+use rmcp::model::{CallToolResult, ContentBlock, PromptMessage, ResourceContents, Role};
 use serde_json::{Map, Value, json};
 use wasmtime::component::{Type, Val};
 
@@ -150,7 +150,7 @@ fn as_text(ty: &Type, val: &Val) -> Result<String, String> {
 }
 
 /// Whether `ty` has the shape of `moat:plugin/content.content-block`.
-fn is_content_block(ty: &Type) -> bool {
+pub fn is_content_block(ty: &Type) -> bool {
     let Type::Variant(variant) = ty else {
         return false;
     };
@@ -161,8 +161,13 @@ fn is_content_block(ty: &Type) -> bool {
             _ => Vec::new(),
         }
     };
-    matches!(
-        cases.as_slice(),
+    // moat 0.1.0 plugins built before embedded resources came have the first four cases only.
+    let (head, resource) = match cases.as_slice() {
+        [head @ .., ("resource", resource)] if head.len() == 4 => (head, Some(resource)),
+        head => (head, None),
+    };
+    let known_head = matches!(
+        head,
         [
             ("text", Some(Type::String)),
             ("image", image),
@@ -171,11 +176,24 @@ fn is_content_block(ty: &Type) -> bool {
         ] if fields(image) == ["data", "mime-type"]
             && fields(audio) == ["data", "mime-type"]
             && fields(link) == ["uri", "name", "description", "mime-type"]
+    );
+    known_head && resource.is_none_or(|r| fields(r) == ["uri", "mime-type", "body"])
+}
+
+/// Whether `ty` has the shape of `moat:plugin/content.body`: `text(string)` or `blob(list<u8>)`.
+pub fn is_body(ty: &Type) -> bool {
+    let Type::Variant(variant) = ty else {
+        return false;
+    };
+    let cases: Vec<(&str, Option<Type>)> = variant.cases().map(|c| (c.name, c.ty)).collect();
+    matches!(
+        cases.as_slice(),
+        [("text", Some(Type::String)), ("blob", Some(Type::List(bytes)))] if bytes.ty() == Type::U8
     )
 }
 
 /// One `content-block` value as an MCP content block.
-fn content_block(val: &Val) -> Result<ContentBlock, String> {
+pub fn content_block(val: &Val) -> Result<ContentBlock, String> {
     let Val::Variant(case, Some(payload)) = val else {
         return Err("malformed content block".into());
     };
@@ -192,14 +210,7 @@ fn content_block(val: &Val) -> Result<ContentBlock, String> {
         _ => None,
     };
     let data = || match field("data") {
-        Some(Val::List(bytes)) => bytes
-            .iter()
-            .map(|b| match b {
-                Val::U8(b) => Ok(*b),
-                _ => Err("malformed content data".to_string()),
-            })
-            .collect::<Result<Vec<u8>, _>>()
-            .map(|bytes| BASE64.encode(bytes)),
+        Some(Val::List(bytes)) => bytes_of(bytes).map(|bytes| BASE64.encode(bytes)),
         _ => Err("malformed content data".to_string()),
     };
     let mime = || string("mime-type").unwrap_or_default();
@@ -221,6 +232,79 @@ fn content_block(val: &Val) -> Result<ContentBlock, String> {
             }
             serde_json::from_value(link).map_err(|e| format!("malformed resource link: {e}"))?
         }
+        ("resource", _) => {
+            let uri = string("uri").unwrap_or_default();
+            let body = field("body").ok_or("malformed embedded resource")?;
+            ContentBlock::resource(resource_contents(uri, string("mime-type"), body)?)
+        }
         _ => return Err(format!("unknown content block \"{case}\"")),
     })
+}
+
+/// A `body` value (or a bare `string` or `list<u8>`) as the contents of the resource `uri`.
+pub fn resource_contents(
+    uri: String,
+    mime_type: Option<String>,
+    body: &Val,
+) -> Result<ResourceContents, String> {
+    let contents = match body {
+        Val::Variant(case, Some(inner)) if case == "text" || case == "blob" => {
+            return resource_contents(uri, mime_type, inner);
+        }
+        Val::String(text) => ResourceContents::text(text.clone(), uri),
+        Val::List(bytes) => ResourceContents::blob(BASE64.encode(bytes_of(bytes)?), uri),
+        _ => return Err("malformed resource body".into()),
+    };
+    Ok(match mime_type {
+        Some(mime) => contents.with_mime_type(mime),
+        None => contents,
+    })
+}
+
+fn bytes_of(list: &[Val]) -> Result<Vec<u8>, String> {
+    list.iter()
+        .map(|b| match b {
+            Val::U8(b) => Ok(*b),
+            _ => Err("malformed bytes".to_string()),
+        })
+        .collect()
+}
+
+/// Whether `ty` has the shape of `moat:plugin/prompt.message`.
+pub fn is_prompt_messages(ty: &Type) -> bool {
+    let Type::Record(record) = ty else {
+        return false;
+    };
+    let fields: Vec<(&str, Type)> = record.fields().map(|f| (f.name, f.ty)).collect();
+    match fields.as_slice() {
+        [("role", Type::Enum(role)), ("content", content)] => {
+            role.names().eq(["user", "assistant"]) && is_content_block(content)
+        }
+        _ => false,
+    }
+}
+
+/// A `list<message>` value as MCP prompt messages.
+pub fn prompt_messages(val: &Val) -> Result<Vec<PromptMessage>, String> {
+    let Val::List(messages) = val else {
+        return Err("malformed prompt messages".into());
+    };
+    messages
+        .iter()
+        .map(|message| {
+            let Val::Record(fields) = message else {
+                return Err("malformed prompt message".to_string());
+            };
+            let role = match fields.iter().find(|(n, _)| n == "role") {
+                Some((_, Val::Enum(role))) if role == "assistant" => Role::Assistant,
+                Some((_, Val::Enum(_))) => Role::User,
+                _ => return Err("malformed prompt message role".into()),
+            };
+            let content = fields
+                .iter()
+                .find(|(n, _)| n == "content")
+                .ok_or("malformed prompt message")?;
+            Ok(PromptMessage::new(role, content_block(&content.1)?))
+        })
+        .collect()
 }

@@ -1,0 +1,399 @@
+//! Prompts, resources and completions, and the client a request's guest may ask: the parts of
+//! [`MoatServer`] beyond tools. Each get and read runs in a fresh instance, like a call.
+
+use std::sync::{Arc, Mutex};
+
+use rmcp::ErrorData as McpError;
+use rmcp::RoleServer;
+use rmcp::model::{
+    ClientCapabilities, CompleteRequestParams, CompleteResult, CompletionInfo,
+    GetPromptRequestParams, GetPromptResponse, GetPromptResult, InputRequiredResult,
+    InputResponses, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, Prompt,
+    PromptArgument, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Reference,
+    Resource, ResourceTemplate,
+};
+use rmcp::service::RequestContext;
+use serde_json::json;
+
+use crate::mcp::asking::{self, Rounds, Session};
+use crate::mcp::catalogue::Subscribed;
+use crate::mcp::request_state::Binding;
+use crate::mcp::server::MoatServer;
+use crate::plugin::completions::Completing;
+use crate::plugin::prompts::Got;
+use crate::plugin::resources::Read;
+use crate::plugin::{CallError, Exchange};
+
+/// What a request's guest may ask the client, and the rounds to seal if it stops to ask.
+pub(crate) struct Asking {
+    pub exchange: Exchange,
+    rounds: Option<Arc<Rounds>>,
+}
+
+/// How a request that asked the client ended, when it did not complete.
+pub(crate) enum Unfinished {
+    InputRequired(InputRequiredResult),
+    Error(McpError),
+}
+
+impl MoatServer {
+    /// The client a request's guest asks: its session's connection (legacy), or the rounds its
+    /// `requestState` and `inputResponses` carry (2026-07-28). A state that does not open is
+    /// refused before any guest runs.
+    pub(crate) fn asking(
+        &self,
+        context: &RequestContext<RoleServer>,
+        binding: &Binding<'_>,
+        state: Option<&str>,
+        responses: Option<&InputResponses>,
+    ) -> Result<Asking, McpError> {
+        let capabilities = context.client_capabilities().unwrap_or_default();
+        if context.meta.protocol_version().is_none() {
+            let session = Session {
+                peer: context.peer.clone(),
+                capabilities,
+            };
+            return Ok(Asking {
+                exchange: Exchange {
+                    events: None,
+                    client: Some(Arc::new(session)),
+                },
+                rounds: None,
+            });
+        }
+        let answered = match state {
+            Some(state) => self.catalogue.sealer().open(binding, state)?,
+            None => Vec::new(),
+        };
+        let rounds = Arc::new(Rounds::new(
+            capabilities,
+            answered,
+            responses.cloned().unwrap_or_default(),
+        ));
+        Ok(Asking {
+            exchange: Exchange {
+                events: None,
+                client: Some(rounds.clone()),
+            },
+            rounds: Some(rounds),
+        })
+    }
+
+    /// What a request whose guest failed with `error` answers when the failure is about the
+    /// client: questions to answer (with the sealed state) or a missing capability.
+    pub(crate) fn unfinished(
+        &self,
+        error: &CallError,
+        asking: Option<&Asking>,
+        binding: &Binding<'_>,
+    ) -> Option<Unfinished> {
+        match error {
+            CallError::InputRequired(questions) => {
+                let rounds = asking.and_then(|a| a.rounds.as_ref())?;
+                let answered = rounds.answered();
+                let result = asking::input_requests(questions)
+                    .map_err(|e| McpError::internal_error(e, None))
+                    .and_then(|requests| {
+                        let state = self.catalogue.sealer().seal(binding, &answered)?;
+                        Ok(InputRequiredResult::new(Some(requests), Some(state)))
+                    });
+                Some(match result {
+                    Ok(result) => Unfinished::InputRequired(result),
+                    Err(error) => Unfinished::Error(error),
+                })
+            }
+            CallError::MissingCapability(capability) => {
+                let mut required = ClientCapabilities::default();
+                match *capability {
+                    "sampling" => required.sampling = Some(Default::default()),
+                    "roots" => required.roots = Some(Default::default()),
+                    _ => required.elicitation = Some(Default::default()),
+                }
+                Some(Unfinished::Error(
+                    McpError::missing_required_client_capability(required),
+                ))
+            }
+            _ => None,
+        }
+    }
+
+    pub(crate) fn list_prompts_of(
+        &self,
+        context: &RequestContext<RoleServer>,
+    ) -> ListPromptsResult {
+        let registry = self.catalogue.current();
+        let principal = self.principal_of(&context.extensions);
+        let prompts = self
+            .catalogue
+            .prompts(&registry, principal)
+            .into_iter()
+            .map(|(_, prompt)| {
+                let arguments = prompt
+                    .arguments
+                    .iter()
+                    .map(|argument| {
+                        let mut mcp =
+                            PromptArgument::new(&argument.name).with_required(argument.required);
+                        if let Some(description) = &argument.description {
+                            mcp = mcp.with_description(description);
+                        }
+                        mcp
+                    })
+                    .collect();
+                Prompt::new(&prompt.name, prompt.description.clone(), Some(arguments))
+            })
+            .collect();
+        ListPromptsResult::with_all_items(prompts)
+    }
+
+    pub(crate) async fn get_prompt_of(
+        &self,
+        request: GetPromptRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, McpError> {
+        let registry = self.catalogue.current();
+        let principal = self.principal_of(&context.extensions);
+        let Some((plugin, prompt)) =
+            self.catalogue
+                .find_prompt(&registry, principal, &request.name)
+        else {
+            return Err(McpError::invalid_params(
+                format!("unknown prompt \"{}\"", request.name),
+                Some(json!({"name": request.name})),
+            ));
+        };
+        let binding = Binding {
+            method: "prompts/get",
+            name: &request.name,
+            arguments: request.arguments.as_ref(),
+            principal: &principal.name,
+        };
+        let asking = self.asking(
+            &context,
+            &binding,
+            request.request_state.as_deref(),
+            request.input_responses.as_ref(),
+        )?;
+        let exchange = Exchange {
+            events: None,
+            client: asking.exchange.client.clone(),
+        };
+        match plugin
+            .get_prompt(prompt, request.arguments.as_ref(), exchange)
+            .await
+        {
+            Ok(Got::Messages(messages)) => {
+                let mut result = GetPromptResult::new(messages);
+                result.description = prompt.description.clone();
+                Ok(result.into())
+            }
+            Ok(Got::Refused(why)) => Err(McpError::invalid_params(why, None)),
+            Err(error) => match self.unfinished(&error, Some(&asking), &binding) {
+                Some(Unfinished::InputRequired(result)) => Ok(result.into()),
+                Some(Unfinished::Error(error)) => Err(error),
+                None => Err(request_failed(&error)),
+            },
+        }
+    }
+
+    pub(crate) fn list_resources_of(
+        &self,
+        context: &RequestContext<RoleServer>,
+    ) -> ListResourcesResult {
+        let registry = self.catalogue.current();
+        let principal = self.principal_of(&context.extensions);
+        let resources = self
+            .catalogue
+            .resources(&registry, principal)
+            .into_iter()
+            .filter(|(_, r)| !r.is_template())
+            .map(|(plugin, r)| {
+                let mut mcp =
+                    Resource::new(format!("{}://{}", plugin.scheme, r.template), &r.function);
+                mcp.description = r.description.clone();
+                mcp.mime_type = r.mime_type.clone();
+                mcp
+            })
+            .collect();
+        ListResourcesResult::with_all_items(resources)
+    }
+
+    pub(crate) fn list_resource_templates_of(
+        &self,
+        context: &RequestContext<RoleServer>,
+    ) -> ListResourceTemplatesResult {
+        let registry = self.catalogue.current();
+        let principal = self.principal_of(&context.extensions);
+        let templates = self
+            .catalogue
+            .resources(&registry, principal)
+            .into_iter()
+            .filter(|(_, r)| r.is_template())
+            .map(|(plugin, r)| {
+                let mut mcp = ResourceTemplate::new(
+                    format!("{}://{}", plugin.scheme, r.template),
+                    &r.function,
+                );
+                mcp.description = r.description.clone();
+                mcp.mime_type = r.mime_type.clone();
+                mcp
+            })
+            .collect();
+        ListResourceTemplatesResult::with_all_items(templates)
+    }
+
+    pub(crate) async fn read_resource_of(
+        &self,
+        request: ReadResourceRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, McpError> {
+        let registry = self.catalogue.current();
+        let principal = self.principal_of(&context.extensions);
+        let not_found = |why: &str| {
+            McpError::invalid_params(
+                format!("resource not found: {why}"),
+                Some(json!({"uri": request.uri})),
+            )
+        };
+        let Some((plugin, resource, variables)) =
+            self.catalogue
+                .find_resource(&registry, principal, &request.uri)
+        else {
+            return Err(not_found("no plugin serves this URI"));
+        };
+        let binding = Binding {
+            method: "resources/read",
+            name: &request.uri,
+            arguments: None,
+            principal: &principal.name,
+        };
+        let asking = self.asking(
+            &context,
+            &binding,
+            request.request_state.as_deref(),
+            request.input_responses.as_ref(),
+        )?;
+        let exchange = Exchange {
+            events: None,
+            client: asking.exchange.client.clone(),
+        };
+        match plugin
+            .read_resource(resource, &request.uri, &variables, exchange)
+            .await
+        {
+            Ok(Read::Contents(contents)) => Ok(ReadResourceResult::new(vec![contents]).into()),
+            Ok(Read::NotFound(why)) => Err(not_found(&why)),
+            Err(CallError::InvalidArguments(error)) => Err(not_found(&error.to_string())),
+            Err(error) => match self.unfinished(&error, Some(&asking), &binding) {
+                Some(Unfinished::InputRequired(result)) => Ok(result.into()),
+                Some(Unfinished::Error(error)) => Err(error),
+                None => Err(request_failed(&error)),
+            },
+        }
+    }
+
+    /// Adds `uri` to a legacy session's subscriptions, if `principal` may read it.
+    pub(crate) fn subscribe_to(
+        &self,
+        uri: &str,
+        subscribed: &Subscribed,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let registry = self.catalogue.current();
+        let principal = self.principal_of(&context.extensions);
+        if self
+            .catalogue
+            .find_resource(&registry, principal, uri)
+            .is_none()
+        {
+            return Err(McpError::invalid_params(
+                "resource not found: no plugin serves this URI",
+                Some(json!({"uri": uri})),
+            ));
+        }
+        subscribed
+            .lock()
+            .expect("subscriptions lock")
+            .insert(uri.to_string());
+        self.catalogue
+            .watch_resources(context.peer.clone(), subscribed.clone());
+        Ok(())
+    }
+
+    pub(crate) async fn complete_of(
+        &self,
+        request: CompleteRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, McpError> {
+        let registry = self.catalogue.current();
+        let principal = self.principal_of(&context.extensions);
+        let unknown = |what: &str| McpError::invalid_params(what.to_string(), None);
+        let found = match &request.r#ref {
+            Reference::Prompt(reference) => {
+                let (plugin, prompt) = self
+                    .catalogue
+                    .find_prompt(&registry, principal, &reference.name)
+                    .ok_or_else(|| unknown("unknown prompt"))?;
+                let argument = prompt
+                    .arguments
+                    .iter()
+                    .find(|a| a.name == request.argument.name)
+                    .ok_or_else(|| unknown("the prompt has no such argument"))?;
+                (
+                    plugin,
+                    Completing::Prompt(&prompt.function),
+                    argument.param.clone(),
+                )
+            }
+            Reference::Resource(reference) => {
+                let (plugin, resource) = self
+                    .catalogue
+                    .resources(&registry, principal)
+                    .into_iter()
+                    .find(|(plugin, r)| {
+                        format!("{}://{}", plugin.scheme, r.template) == reference.uri
+                    })
+                    .ok_or_else(|| unknown("unknown resource template"))?;
+                let template = resource.template.to_string();
+                let variable = resource
+                    .param_of(&request.argument.name)
+                    .ok_or_else(|| unknown("the template has no such variable"))?
+                    .to_string();
+                return complete(plugin, Completing::Resource(&template), &variable, &request)
+                    .await;
+            }
+            _ => return Err(unknown("unknown kind of completion reference")),
+        };
+        let (plugin, completing, param) = found;
+        complete(plugin, completing, &param, &request).await
+    }
+}
+
+async fn complete(
+    plugin: &crate::plugin::Plugin,
+    completing: Completing<'_>,
+    argument: &str,
+    request: &CompleteRequestParams,
+) -> Result<CompleteResult, McpError> {
+    let (values, more) = plugin
+        .complete(completing, argument, &request.argument.value)
+        .await
+        .map_err(|e| request_failed(&e))?;
+    let mut completion =
+        CompletionInfo::new(values).map_err(|e| McpError::internal_error(e, None))?;
+    completion.has_more = Some(more);
+    Ok(CompleteResult::new(completion))
+}
+
+/// A guest's failure during a get, read or completion, as the JSON-RPC error the client gets.
+fn request_failed(error: &CallError) -> McpError {
+    match error {
+        CallError::InvalidArguments(e) => McpError::invalid_params(e.to_string(), None),
+        other => McpError::internal_error(other.to_string(), None),
+    }
+}
+
+/// A fresh set of subscriptions for one session.
+pub(crate) fn no_subscriptions() -> Subscribed {
+    Arc::new(Mutex::new(Default::default()))
+}
