@@ -12,6 +12,7 @@ use moat::plugin::content::{Audio, Body, EmbeddedResource, Image};
 use moat::plugin::log::{Level, log};
 use moat::plugin::progress::report;
 use moat::plugin::prompt::{Message, Role};
+use moat::plugin::tasks::detach;
 use serde_json::{Value, json};
 
 /// A 1×1 red pixel.
@@ -229,6 +230,89 @@ impl Guest for Conformance {
     fn missing_capability() -> Result<String, String> {
         let answer = ask_one("needed", sample("Say something", 10))?;
         Ok(sampled_text(&answer))
+    }
+
+    fn json_schema_2020_12_tool(
+        name: Option<String>,
+        address: Option<Address>,
+        shipping_address: Option<Address>,
+        contact_method: Option<ContactMethod>,
+        phone: Option<String>,
+        email: Option<String>,
+    ) -> String {
+        let given = [
+            name.is_some(),
+            address.is_some(),
+            shipping_address.is_some(),
+            contact_method.is_some(),
+            phone.is_some(),
+            email.is_some(),
+        ];
+        format!("{} of 6 fields given", given.iter().filter(|g| **g).count())
+    }
+
+    fn greet(name: String) -> String {
+        format!("Hello, {name}!")
+    }
+
+    fn slow_compute(seconds: u32, label: String) -> String {
+        detach();
+        std::thread::sleep(Duration::from_secs(seconds.into()));
+        format!("Computed {label} in {seconds} s.")
+    }
+
+    fn failing_job() -> Result<String, String> {
+        detach();
+        Err("The job failed, as it always does.".into())
+    }
+
+    fn protocol_error_job() -> String {
+        detach();
+        panic!("the job crashed, as it always does");
+    }
+
+    fn confirm_delete(filename: String) -> Result<String, String> {
+        detach();
+        let schema = json!({
+            "type": "object",
+            "properties": {"confirm": {"type": "boolean"}},
+            "required": ["confirm"],
+        });
+        let answer = ask_one("confirm", form(&format!("Delete {filename}?"), schema))?;
+        match answer["content"]["confirm"] {
+            Value::Bool(true) => Ok(format!("Deleted {filename}.")),
+            _ => Ok(format!("Kept {filename}.")),
+        }
+    }
+
+    fn multi_input() -> Result<String, String> {
+        detach();
+        let answers = ask(&[
+            ("user_name".into(), name_form("What is your name?")),
+            ("user_color".into(), {
+                let schema = json!({
+                    "type": "object",
+                    "properties": {"color": {"type": "string"}},
+                    "required": ["color"],
+                });
+                form("What is your favorite color?", schema)
+            }),
+        ])?;
+        Ok(format!(
+            "{} likes {}.",
+            field(&parse(&answers, "user_name"), "name"),
+            field(&parse(&answers, "user_color"), "color")
+        ))
+    }
+
+    fn tool_with_task() -> Result<String, String> {
+        let answer = ask_one("user_name", name_form("What is your name?"))?;
+        detach();
+        Ok(format!("Hello from the task, {}!", field(&answer, "name")))
+    }
+
+    fn custom_headers(region: String) -> String {
+        format!("Region: {region}")
     }
 
     fn streaming_elicitation() -> Result<String, String> {

@@ -18,7 +18,7 @@ use rmcp::service::Peer;
 use serde_json::Value;
 
 use crate::sandbox::host::{
-    Answers, AskError, Client, Declared, InputRequired, MissingCapability, Question,
+    Answers, AskError, Client, Declared, Detach, InputRequired, MissingCapability, Question,
 };
 
 /// The answers of one round, in the order asked.
@@ -77,6 +77,15 @@ pub struct Session {
     pub capabilities: ClientCapabilities,
 }
 
+/// What `detach` does for a request from a client that declared `capabilities`.
+fn detach_for(capabilities: &ClientCapabilities) -> Detach {
+    if capabilities.supports_tasks() {
+        Detach::Now
+    } else {
+        Detach::Unsupported
+    }
+}
+
 /// What `capabilities` declares, as the guest sees it.
 fn declared(capabilities: &ClientCapabilities) -> Declared {
     Declared {
@@ -89,6 +98,10 @@ fn declared(capabilities: &ClientCapabilities) -> Declared {
 impl Client for Session {
     fn declared(&self) -> Declared {
         declared(&self.capabilities)
+    }
+
+    fn detach(&self) -> Detach {
+        detach_for(&self.capabilities)
     }
 
     fn ask(self: Arc<Self>, questions: Vec<Question>) -> Asked {
@@ -128,6 +141,7 @@ pub struct Rounds {
     /// This request's `inputResponses`: the answers to the round asked last.
     responses: InputResponses,
     state: Mutex<Replay>,
+    detach: Detach,
 }
 
 struct Replay {
@@ -143,10 +157,17 @@ impl Rounds {
         responses: InputResponses,
     ) -> Self {
         Self {
+            detach: detach_for(&capabilities),
             capabilities,
             responses,
             state: Mutex::new(Replay { answered, next: 0 }),
         }
+    }
+
+    /// The same rounds, for a run where `detach` does `detach` (a task's own run).
+    pub fn detaching(mut self, detach: Detach) -> Self {
+        self.detach = detach;
+        self
     }
 
     /// Every round answered, this request's included: what the next state holds.
@@ -158,6 +179,10 @@ impl Rounds {
 impl Client for Rounds {
     fn declared(&self) -> Declared {
         declared(&self.capabilities)
+    }
+
+    fn detach(&self) -> Detach {
+        self.detach
     }
 
     fn ask(self: Arc<Self>, questions: Vec<Question>) -> Asked {

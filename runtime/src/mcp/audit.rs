@@ -61,6 +61,8 @@ pub enum Outcome {
     UnknownTool,
     /// Stopped to ask the client questions that its next request answers.
     InputRequired,
+    /// Went on as a task.
+    Detached,
 }
 
 impl Outcome {
@@ -79,6 +81,7 @@ impl Outcome {
             Outcome::Cancelled => "cancelled",
             Outcome::UnknownTool => "unknown_tool",
             Outcome::InputRequired => "input_required",
+            Outcome::Detached => "task",
         }
     }
 }
@@ -213,6 +216,7 @@ pub fn outcome_of(error: &CallError) -> Outcome {
         CallError::Setup(_) => Outcome::SetupError,
         CallError::InputRequired(_) => Outcome::InputRequired,
         CallError::MissingCapability(_) => Outcome::InvalidArguments,
+        CallError::Detached => Outcome::Detached,
     }
 }
 

@@ -25,6 +25,7 @@ use crate::access::tool_sets::ToolSets;
 use crate::mcp::audit::AuditLog;
 use crate::mcp::metrics::Metrics;
 use crate::mcp::request_state::Sealer;
+use crate::mcp::tasks::Tasks;
 use crate::mcp::traces::Traces;
 use crate::plugin::prompts::Prompt;
 use crate::plugin::registry::Registry;
@@ -62,6 +63,8 @@ struct Inner {
     sealer: Sealer,
     /// Legacy sessions with the resource URIs each subscribed to.
     watchers: Mutex<Vec<(Peer<RoleServer>, Subscribed)>>,
+    /// The calls that went on as tasks.
+    tasks: Arc<Tasks>,
 }
 
 /// The resource URIs one session subscribed to.
@@ -97,6 +100,7 @@ impl Catalogue {
                 traces: std::sync::OnceLock::new(),
                 sealer: Sealer::default(),
                 watchers: Mutex::default(),
+                tasks: Arc::default(),
             }),
         }
     }
@@ -206,6 +210,11 @@ impl Catalogue {
         self.tool_sets()
             .allows(principal, &plugin.name, &resource.name)
             .then_some((plugin, resource, variables))
+    }
+
+    /// The calls that went on as tasks.
+    pub fn tasks(&self) -> &Arc<Tasks> {
+        &self.inner.tasks
     }
 
     /// What seals the state of calls that ask the client something.

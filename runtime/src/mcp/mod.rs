@@ -10,4 +10,5 @@ pub mod metrics;
 pub mod request_state;
 pub mod server;
 mod surface;
+pub mod tasks;
 pub mod traces;

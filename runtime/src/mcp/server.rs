@@ -9,13 +9,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult,
-    ContentBlock, GetPromptRequestParams, GetPromptResponse, Implementation,
-    InitializeRequestParams, InitializeResult, ListPromptsResult, ListResourceTemplatesResult,
-    ListResourcesResult, ListToolsResult, LoggingLevel, LoggingMessageNotificationParam,
-    PaginatedRequestParams, ProgressNotificationParam, ReadResourceRequestParams,
-    ReadResourceResponse, ServerCapabilities, ServerConfig, SetLevelRequestParams,
-    SubscribeRequestParams, SubscriptionFilter, Tool, UnsubscribeRequestParams,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ClientCapabilities,
+    CompleteRequestParams, CompleteResult, ContentBlock, CreateTaskResult, GetPromptRequestParams,
+    GetPromptResponse, GetTaskParams, GetTaskResult, Implementation, InitializeRequestParams,
+    InitializeResult, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
+    ListToolsResult, LoggingLevel, LoggingMessageNotificationParam, PaginatedRequestParams,
+    ProgressNotificationParam, ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities,
+    ServerConfig, SetLevelRequestParams, SubscribeRequestParams, SubscriptionFilter, Tool,
+    UnsubscribeRequestParams, UpdateTaskParams,
 };
 use rmcp::service::{NotificationContext, Peer, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
@@ -27,8 +28,9 @@ use crate::mcp::audit::{self, Outcome};
 use crate::mcp::catalogue::{Catalogue, Subscribed};
 use crate::mcp::request_state::Binding;
 use crate::mcp::surface::{Unfinished, no_subscriptions};
+use crate::mcp::tasks::Job;
 use crate::mcp::traces::{CallFacts, CallSpan};
-use crate::plugin::Exchange;
+use crate::plugin::{CallError, Exchange};
 use crate::sandbox::host::{GuestEvent, Level, MAX_PENDING_EVENTS};
 
 /// Serves the tools of a [`Catalogue`] (or of a fixed [`crate::plugin::registry::Registry`]) over MCP.
@@ -84,6 +86,8 @@ impl MoatServer {
             tool.input_schema.clone(),
         );
         mcp.output_schema = tool.output_schema.clone();
+        mcp.title = tool.title.clone();
+        mcp.annotations = tool.annotations.clone();
         mcp
     }
 
@@ -253,6 +257,7 @@ impl ServerHandler for MoatServer {
                 .enable_resources()
                 .enable_resources_subscribe()
                 .enable_completions()
+                .enable_tasks()
                 .build(),
         );
         info.server_info = Implementation::new("moat", env!("CARGO_PKG_VERSION"));
@@ -339,12 +344,21 @@ impl ServerHandler for MoatServer {
             arguments: request.arguments.as_ref(),
             principal: &principal.name,
         };
-        let asking = match self.asking(
-            &context,
-            &binding,
-            request.request_state.as_deref(),
-            request.input_responses.as_ref(),
-        ) {
+        let asking = self
+            .asking(
+                &context,
+                &binding,
+                request.request_state.as_deref(),
+                request.input_responses.as_ref(),
+            )
+            .and_then(|asking| {
+                if tool.task_required && !asking.capabilities.supports_tasks() {
+                    let required = ClientCapabilities::builder().enable_tasks().build();
+                    return Err(McpError::missing_required_client_capability(required));
+                }
+                Ok(asking)
+            });
+        let asking = match asking {
             Ok(asking) => asking,
             Err(error) => {
                 let ended = Ended {
@@ -392,6 +406,17 @@ impl ServerHandler for MoatServer {
             denied: denials,
         };
         self.audit(&context, &request, Some(plugin), started, ended, span);
+        if let Err(CallError::Detached) = &outcome {
+            let job = Job {
+                registry: registry.clone(),
+                tool: request.name.to_string(),
+                arguments: request.arguments.clone(),
+                capabilities: asking.capabilities.clone(),
+            };
+            let tasks = self.catalogue.tasks();
+            let task = tasks.start(&principal.name, job, asking.answered())?;
+            return Ok(CreateTaskResult::new(task).into());
+        }
         if let Err(error) = &outcome {
             match self.unfinished(error, Some(&asking), &binding) {
                 Some(Unfinished::InputRequired(result)) => return Ok(result.into()),
@@ -475,6 +500,41 @@ impl ServerHandler for MoatServer {
         context: RequestContext<RoleServer>,
     ) -> Result<CompleteResult, McpError> {
         self.complete_of(request, context).await
+    }
+
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, McpError> {
+        let principal = self.principal_of(&context.extensions);
+        let task = self
+            .catalogue
+            .tasks()
+            .get(&principal.name, &request.task_id)?;
+        Ok(GetTaskResult::new(task))
+    }
+
+    async fn update_task(
+        &self,
+        request: UpdateTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let principal = self.principal_of(&context.extensions);
+        self.catalogue
+            .tasks()
+            .update(&principal.name, &request.task_id, &request.input_responses)
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let principal = self.principal_of(&context.extensions);
+        self.catalogue
+            .tasks()
+            .cancel(&principal.name, &request.task_id)
     }
 
     async fn set_level(

@@ -28,6 +28,18 @@ use crate::plugin::{CallError, Exchange};
 pub(crate) struct Asking {
     pub exchange: Exchange,
     rounds: Option<Arc<Rounds>>,
+    /// What the request's client declared.
+    pub capabilities: ClientCapabilities,
+}
+
+impl Asking {
+    /// The rounds the client answered so far (none on a legacy session).
+    pub fn answered(&self) -> Vec<crate::mcp::asking::Round> {
+        self.rounds
+            .as_ref()
+            .map(|r| r.answered())
+            .unwrap_or_default()
+    }
 }
 
 /// How a request that asked the client ended, when it did not complete.
@@ -51,7 +63,7 @@ impl MoatServer {
         if context.meta.protocol_version().is_none() {
             let session = Session {
                 peer: context.peer.clone(),
-                capabilities,
+                capabilities: capabilities.clone(),
             };
             return Ok(Asking {
                 exchange: Exchange {
@@ -59,6 +71,7 @@ impl MoatServer {
                     client: Some(Arc::new(session)),
                 },
                 rounds: None,
+                capabilities,
             });
         }
         let answered = match state {
@@ -66,7 +79,7 @@ impl MoatServer {
             None => Vec::new(),
         };
         let rounds = Arc::new(Rounds::new(
-            capabilities,
+            capabilities.clone(),
             answered,
             responses.cloned().unwrap_or_default(),
         ));
@@ -76,6 +89,7 @@ impl MoatServer {
                 client: Some(rounds.clone()),
             },
             rounds: Some(rounds),
+            capabilities,
         })
     }
 

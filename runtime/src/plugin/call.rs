@@ -11,7 +11,7 @@ use wasmtime::component::Val;
 
 use super::{CallError, CallOutcome, Exchange, Export, Plugin, Tool};
 use crate::sandbox::guest_log::Severity;
-use crate::sandbox::host::{EventSink, InputRequired, MissingCapability};
+use crate::sandbox::host::{Detached, EventSink, InputRequired, MissingCapability};
 use crate::sandbox::instances::{Fresh, MakeError};
 use crate::sandbox::limits::DeadlineExceeded;
 use crate::sandbox::network::Denials;
@@ -156,6 +156,9 @@ impl Plugin {
     fn failure(&self, error: &wasmtime::Error, stderr: &str) -> CallError {
         if let Some(InputRequired(questions)) = error.downcast_ref::<InputRequired>() {
             return CallError::InputRequired(questions.clone());
+        }
+        if error.downcast_ref::<Detached>().is_some() {
+            return CallError::Detached;
         }
         if let Some(&MissingCapability(capability)) = error.downcast_ref::<MissingCapability>() {
             return CallError::MissingCapability(capability);

@@ -19,6 +19,7 @@ use crate::wit::docs::{FunctionDocs, PluginDocs};
 use crate::wit::naming::{MAX_TOOL_NAME, ToolRules, interface_name, tool_name};
 use crate::wit::output::Returns;
 use crate::wit::schema::{Budget, SchemaError, object_schema};
+use crate::wit::{defs, tags};
 
 /// What a component offers, and the exported functions it offers nothing through, with the
 /// reason.
@@ -181,14 +182,15 @@ pub(super) fn discover(
         plugin_nodes_left -= MAX_TOOL_SCHEMA_NODES.min(plugin_nodes_left) - budget.left();
         match described {
             Ok(tool) => tools.push(tool),
-            Err(SchemaError::Unsupported(unsupported)) => {
+            Err(NotATool::Tags(why)) => skipped.push((export, why)),
+            Err(NotATool::Schema(SchemaError::Unsupported(unsupported))) => {
                 skipped.push((export, unsupported.to_string()))
             }
-            Err(SchemaError::TooLarge) if per_tool => bail!(
+            Err(NotATool::Schema(SchemaError::TooLarge)) if per_tool => bail!(
                 "plugin \"{plugin}\": the JSON Schemas of tool `{name}` ({export}) would have \
                  more than {MAX_TOOL_SCHEMA_NODES} nodes, the most one tool may have"
             ),
-            Err(SchemaError::TooLarge) => bail!(
+            Err(NotATool::Schema(SchemaError::TooLarge)) => bail!(
                 "plugin \"{plugin}\": with tool `{name}` ({export}), the JSON Schemas of its \
                  tools would have more than {MAX_PLUGIN_SCHEMA_NODES} nodes, the most one plugin \
                  may have"
@@ -197,6 +199,19 @@ pub(super) fn discover(
     }
     tools.sort_by(|a, b| a.name.cmp(&b.name));
     Ok(discovered)
+}
+
+/// Why an exported function is not offered as a tool.
+enum NotATool {
+    Schema(SchemaError),
+    /// Its doc tags are wrong.
+    Tags(String),
+}
+
+impl From<SchemaError> for NotATool {
+    fn from(error: SchemaError) -> Self {
+        NotATool::Schema(error)
+    }
 }
 
 /// The exported interfaces whose functions are not tools.
@@ -210,7 +225,7 @@ fn describe_tool(
     index: ComponentExportIndex,
     docs: Option<FunctionDocs<'_>>,
     budget: &mut Budget,
-) -> Result<Tool, SchemaError> {
+) -> Result<Tool, NotATool> {
     let params: Vec<(String, Type)> = ty.params().map(|(n, t)| (n.to_string(), t)).collect();
     let results: Vec<Type> = ty.results().collect();
     let returns = Returns::of(results.first().cloned());
@@ -220,6 +235,10 @@ fn describe_tool(
         budget,
     )?;
     let output = returns.output_schema(docs.and_then(|d| d.result()), budget)?;
+    let mut input = into_object(defs::factor(input));
+    let tagged = tags::mirror_headers(&mut input, docs).and_then(|()| tags::annotations(docs));
+    let (title, annotations) = tagged.map_err(NotATool::Tags)?;
+    let task_required = tags::task_required(docs).map_err(NotATool::Tags)?;
     let description = docs
         .and_then(|d| d.description())
         .unwrap_or_else(|| format!("Calls `{export}` of the plugin \"{plugin}\"."));
@@ -227,8 +246,11 @@ fn describe_tool(
         name,
         export,
         description,
-        input_schema: Arc::new(into_object(input)),
-        output_schema: output.map(|o| Arc::new(into_object(o))),
+        title,
+        annotations,
+        task_required,
+        input_schema: Arc::new(input),
+        output_schema: output.map(|o| Arc::new(into_object(defs::factor(o)))),
         params,
         returns,
         index,

@@ -90,6 +90,11 @@ pub struct Tool {
     /// Where the function is exported: `interface#function` or `function`.
     pub export: String,
     pub description: String,
+    /// Its display title and annotations, from its doc tags (see [`crate::wit::tags`]).
+    pub title: Option<String>,
+    pub annotations: Option<rmcp::model::ToolAnnotations>,
+    /// Whether it runs only as a task (`@task required`).
+    pub task_required: bool,
     pub input_schema: Arc<JsonObject>,
     pub output_schema: Option<Arc<JsonObject>>,
     params: Vec<(String, Type)>,
@@ -129,6 +134,9 @@ pub enum CallError {
     /// The guest asked something that needs this client capability, which the request did not
     /// declare.
     MissingCapability(&'static str),
+    /// The guest asked to go on as a task, and the client follows tasks: the call stopped
+    /// there, to run again as a task.
+    Detached,
 }
 
 /// Where a request's guest sends its reports and questions.
@@ -180,6 +188,7 @@ impl std::fmt::Display for CallError {
                     questions.len()
                 )
             }
+            CallError::Detached => write!(f, "the call goes on as a task"),
             CallError::MissingCapability(capability) => write!(
                 f,
                 "the tool needs the `{capability}` client capability, which the request did not \

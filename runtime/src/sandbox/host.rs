@@ -24,6 +24,7 @@ mod bindings {
         imports: {
             "moat:plugin/client.ask": async | trappable,
             "moat:plugin/client.capabilities": async | trappable,
+            "moat:plugin/tasks.detach": async | trappable,
         },
     });
 }
@@ -114,9 +115,37 @@ pub struct Declared {
     pub roots: bool,
 }
 
+/// What a guest's `detach` does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Detach {
+    /// The client does not follow tasks: the call goes on as it is.
+    Unsupported,
+    /// The call stops here and goes on as a task.
+    Now,
+    /// This run is the task's: it goes on.
+    Running,
+}
+
+/// Stops a call that goes on as a task: the host function traps with it.
+#[derive(Debug)]
+pub struct Detached;
+
+impl std::fmt::Display for Detached {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("the call goes on as a task")
+    }
+}
+
+impl std::error::Error for Detached {}
+
 /// Whom a call's questions go to.
 pub trait Client: Send + Sync {
     fn declared(&self) -> Declared;
+
+    /// What the guest's `detach` does in this run.
+    fn detach(&self) -> Detach {
+        Detach::Unsupported
+    }
 
     fn ask(
         self: Arc<Self>,
@@ -289,6 +318,20 @@ impl bindings::moat::plugin::resources::Host for HostState {
     fn updated(&mut self, uri: String) {
         if uri.len() <= MAX_MESSAGE_BYTES {
             self.emit(GuestEvent::ResourceUpdated { uri });
+        }
+    }
+}
+
+impl bindings::moat::plugin::tasks::Host for HostState {
+    async fn detach(&mut self) -> wasmtime::Result<bool> {
+        match self
+            .client
+            .as_ref()
+            .map_or(Detach::Unsupported, |c| c.detach())
+        {
+            Detach::Unsupported => Ok(false),
+            Detach::Running => Ok(true),
+            Detach::Now => Err(wasmtime::Error::new(Detached)),
         }
     }
 }

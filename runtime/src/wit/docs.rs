@@ -161,6 +161,14 @@ impl<'a> FunctionDocs<'a> {
             .find_map(|(tag, value)| (tag == name).then_some(value))
     }
 
+    /// The values of every `@name value` doc tag, in order.
+    pub fn tags(&self, name: &'a str) -> impl Iterator<Item = &'a str> + 'a {
+        let docs = self.function.docs.contents.as_deref().unwrap_or_default();
+        docs.lines()
+            .filter_map(tag_line)
+            .filter_map(move |(tag, value)| (tag == name).then_some(value))
+    }
+
     /// The WIT type of the result.
     pub fn result(&self) -> Option<TypeDocs<'a>> {
         self.function
@@ -220,6 +228,11 @@ impl<'a> TypeDocs<'a> {
                 _ => return Some(def),
             }
         }
+    }
+
+    /// The WIT name of the record, variant, enum or flags type this is (aliases followed).
+    pub fn name(&self) -> Option<&'a str> {
+        self.def()?.name.as_deref()
     }
 
     /// The doc comment of the named type (record, variant, enum, flags…), or of an alias on the

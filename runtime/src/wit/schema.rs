@@ -28,6 +28,7 @@
 use serde_json::{Map, Value, json};
 use wasmtime::component::Type;
 
+use crate::wit::defs;
 use crate::wit::docs::TypeDocs;
 
 /// A type with no JSON form; the string names it.
@@ -263,6 +264,16 @@ pub fn schema(
         Type::ErrorContext => return Err(Unsupported("error-context").into()),
     };
     describe(&mut schema, docs.and_then(|d| d.description()), budget)?;
+    // A named type may become a shared definition (see `crate::wit::defs`).
+    let named = matches!(
+        ty,
+        Type::Record(_) | Type::Variant(_) | Type::Enum(_) | Type::Flags(_)
+    );
+    if let (true, Some(name), Some(object)) =
+        (named, docs.and_then(|d| d.name()), schema.as_object_mut())
+    {
+        object.insert(defs::MARK.into(), name.into());
+    }
     Ok(schema)
 }
 

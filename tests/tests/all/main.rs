@@ -19,6 +19,7 @@ mod loopback;
 mod memory;
 mod naming;
 mod network;
+mod notebook;
 mod reload;
 mod schema;
 mod shapes;

@@ -360,6 +360,10 @@ async fn record_schemas_are_closed_and_require_all_but_options() {
     assert_eq!(param(&shapes, "shapes_echo_nest", "a"), outer);
 }
 
+fn point_ref() -> Value {
+    json!({"$ref": "#/$defs/point"})
+}
+
 #[tokio::test]
 async fn variant_schema_is_one_of_tagged_objects() {
     let shapes = shapes();
@@ -379,7 +383,7 @@ async fn variant_schema_is_one_of_tagged_objects() {
                 "rectangle",
                 Some(json!({
                     "type": "array",
-                    "prefixItems": [point_schema(), point_schema()],
+                    "prefixItems": [point_ref(), point_ref()],
                     "items": false,
                     "minItems": 2,
                     "maxItems": 2,
@@ -388,7 +392,7 @@ async fn variant_schema_is_one_of_tagged_objects() {
             ),
             case(
                 "path",
-                Some(json!({"type": "array", "items": point_schema()})),
+                Some(json!({"type": "array", "items": point_ref()})),
                 "A path through these points.",
             ),
             case("empty", None, "Nothing to draw."),
@@ -396,6 +400,13 @@ async fn variant_schema_is_one_of_tagged_objects() {
         "description": "the shape to send back.",
     });
     assert_eq!(param(&shapes, "shapes_echo_shape", "s"), expected);
+    // `point` is used three times: written once, in `$defs`.
+    let schema = input_schema(&shapes, "shapes_echo_shape");
+    assert_eq!(schema["$defs"]["point"], point_schema());
+    assert_eq!(
+        schema["$schema"],
+        "https://json-schema.org/draft/2020-12/schema"
+    );
 }
 
 #[tokio::test]
