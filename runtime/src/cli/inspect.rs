@@ -35,6 +35,36 @@ pub async fn inspect(
             })
         })
         .collect();
+    let prompts: Vec<Value> = plugin
+        .prompts
+        .iter()
+        .map(|prompt| {
+            let arguments: Vec<Value> = prompt
+                .arguments
+                .iter()
+                .map(|a| json!({"name": a.name, "description": a.description, "required": a.required}))
+                .collect();
+            json!({"name": prompt.name, "description": prompt.description, "arguments": arguments})
+        })
+        .collect();
+    let resources: Vec<Value> = plugin
+        .resources
+        .iter()
+        .map(|resource| {
+            let uri = format!("{}://{}", plugin.scheme, resource.template);
+            let key = if resource.is_template() {
+                "uriTemplate"
+            } else {
+                "uri"
+            };
+            json!({
+                key: uri,
+                "name": resource.function,
+                "description": resource.description,
+                "mimeType": resource.mime_type,
+            })
+        })
+        .collect();
     let skipped: Vec<Value> = plugin
         .skipped
         .iter()
@@ -53,6 +83,8 @@ pub async fn inspect(
             "manifest": plugin.admission.manifest,
             "grants": plugin.admission.notes,
             "tools": tools,
+            "prompts": prompts,
+            "resources": resources,
             "skipped": skipped,
         });
         print_out(&serde_json::to_string_pretty(&report)?);
@@ -98,7 +130,16 @@ pub async fn inspect(
     line!("\ntools:");
     for tool in &plugin.tools {
         line!("  {}  ({})", tool.name, tool.export);
+        if let Some(title) = &tool.title {
+            line!("    title: {title}");
+        }
         line!("    {}", tool.description.replace('\n', "\n    "));
+        if let Some(annotations) = &tool.annotations {
+            line!("    hints: {}", serde_json::to_string(annotations)?);
+        }
+        if tool.task_required {
+            line!("    runs only as a task");
+        }
         let input = serde_json::to_string_pretty(&*tool.input_schema)?;
         line!("    input schema: {}", input.replace('\n', "\n    "));
         if let Some(output) = &tool.output_schema {
@@ -107,7 +148,35 @@ pub async fn inspect(
         }
     }
     for (export, reason) in &plugin.skipped {
-        line!("  (not a tool: {export}: {reason})");
+        line!("  (not offered: {export}: {reason})");
+    }
+    if !plugin.prompts.is_empty() {
+        line!("\nprompts:");
+    }
+    for prompt in &plugin.prompts {
+        line!("  {}", prompt.name);
+        if let Some(description) = &prompt.description {
+            line!("    {}", description.replace('\n', "\n    "));
+        }
+        for argument in &prompt.arguments {
+            let required = if argument.required {
+                "required"
+            } else {
+                "optional"
+            };
+            let about = argument.description.as_deref().unwrap_or("");
+            line!("    {} ({required}) {about}", argument.name);
+        }
+    }
+    if !plugin.resources.is_empty() {
+        line!("\nresources:");
+    }
+    for resource in &plugin.resources {
+        let mime = resource.mime_type.as_deref().unwrap_or("type not declared");
+        line!("  {}://{}  ({mime})", plugin.scheme, resource.template);
+        if let Some(description) = &resource.description {
+            line!("    {}", description.replace('\n', "\n    "));
+        }
     }
     print_out(out.trim_end());
     Ok(ExitCode::SUCCESS)

@@ -116,6 +116,9 @@ pub struct Record<'a> {
     pub plugin: Option<&'a str>,
     /// `sha256:` and the hex sha256 of the component's bytes.
     pub digest: Option<&'a str>,
+    /// `tools/call`, `prompts/get` or `resources/read`.
+    pub method: &'a str,
+    /// The tool or prompt name, or the resource URI.
     pub tool: &'a str,
     pub arguments_sha256: String,
     /// The arguments themselves, only when the log is set to include them.
@@ -141,6 +144,7 @@ pub struct Call<'a> {
     pub session_claimed: Option<String>,
     pub plugin: Option<&'a str>,
     pub digest: Option<&'a str>,
+    pub method: &'a str,
     pub tool: &'a str,
     pub arguments: Option<&'a Map<String, Value>>,
     pub duration: Duration,
@@ -179,6 +183,7 @@ impl AuditLog {
             client_claimed: call.client_claimed,
             plugin: call.plugin,
             digest: call.digest,
+            method: call.method,
             tool: call.tool,
             arguments_sha256: hex(&Sha256::digest(canonical_json(&arguments).as_bytes())),
             arguments: self.include_arguments.then_some(arguments),
@@ -298,6 +303,7 @@ mod tests {
                 session_claimed: None,
                 plugin: None,
                 digest: None,
+                method: "tools/call",
                 tool: "x",
                 arguments: None,
                 duration: Duration::ZERO,
@@ -329,6 +335,7 @@ mod tests {
                 session_claimed: None,
                 plugin: Some("notes"),
                 digest: Some("sha256:00"),
+                method: "tools/call",
                 tool: "notes_read",
                 arguments: Some(&args),
                 duration: Duration::from_micros(1500),

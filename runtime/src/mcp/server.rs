@@ -159,15 +159,23 @@ impl MoatServer {
 }
 
 /// How a call ended, for its audit line.
-struct Ended {
-    outcome: Outcome,
-    error: Option<String>,
+pub(crate) struct Ended {
+    pub outcome: Outcome,
+    pub error: Option<String>,
     /// The capability uses the sandbox refused during the call.
-    denied: Vec<String>,
+    pub denied: Vec<String>,
+}
+
+/// What a request asked, for its audit line.
+pub(crate) struct Request<'a> {
+    pub method: &'static str,
+    /// The tool or prompt name, or the resource URI.
+    pub name: &'a str,
+    pub arguments: Option<&'a rmcp::model::JsonObject>,
 }
 
 impl Ended {
-    fn plain(outcome: Outcome) -> Self {
+    pub(crate) fn plain(outcome: Outcome) -> Self {
         Self {
             outcome,
             error: None,
@@ -201,6 +209,28 @@ impl MoatServer {
             started.elapsed(),
             ended.denied.len(),
         );
+        self.record(
+            context,
+            Request {
+                method: "tools/call",
+                name: &request.name,
+                arguments: request.arguments.as_ref(),
+            },
+            plugin,
+            started,
+            ended,
+        );
+    }
+
+    /// Writes one request's line in the audit log, when there is one.
+    pub(crate) fn record(
+        &self,
+        context: &RequestContext<RoleServer>,
+        request: Request<'_>,
+        plugin: Option<&crate::plugin::Plugin>,
+        started: std::time::Instant,
+        ended: Ended,
+    ) {
         let Some(log) = self.catalogue.audit() else {
             return;
         };
@@ -236,8 +266,9 @@ impl MoatServer {
             session_claimed,
             plugin: plugin.map(|p| &*p.name),
             digest: plugin.map(|p| p.admission.digest.as_str()),
-            tool: &request.name,
-            arguments: request.arguments.as_ref(),
+            method: request.method,
+            tool: request.name,
+            arguments: request.arguments,
             duration: started.elapsed(),
             outcome: ended.outcome,
             error: ended.error,

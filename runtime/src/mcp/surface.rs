@@ -2,23 +2,25 @@
 //! [`MoatServer`] beyond tools. Each get and read runs in a fresh instance, like a call.
 
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use rmcp::ErrorData as McpError;
 use rmcp::RoleServer;
 use rmcp::model::{
     ClientCapabilities, CompleteRequestParams, CompleteResult, CompletionInfo,
     GetPromptRequestParams, GetPromptResponse, GetPromptResult, InputRequiredResult,
-    InputResponses, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, Prompt,
-    PromptArgument, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Reference,
-    Resource, ResourceTemplate,
+    InputResponses, JsonObject, ListPromptsResult, ListResourceTemplatesResult,
+    ListResourcesResult, Prompt, PromptArgument, ReadResourceRequestParams, ReadResourceResponse,
+    ReadResourceResult, Reference, Resource, ResourceTemplate,
 };
 use rmcp::service::RequestContext;
 use serde_json::json;
 
 use crate::mcp::asking::{self, Rounds, Session};
+use crate::mcp::audit::{self, Outcome};
 use crate::mcp::catalogue::Subscribed;
 use crate::mcp::request_state::Binding;
-use crate::mcp::server::MoatServer;
+use crate::mcp::server::{Ended, MoatServer, Request};
 use crate::plugin::completions::Completing;
 use crate::plugin::prompts::Got;
 use crate::plugin::resources::Read;
@@ -192,10 +194,22 @@ impl MoatServer {
             events: None,
             client: asking.exchange.client.clone(),
         };
-        match plugin
+        let started = Instant::now();
+        let got = plugin
             .get_prompt(prompt, request.arguments.as_ref(), exchange)
-            .await
-        {
+            .await;
+        let audited = Request {
+            method: "prompts/get",
+            name: &request.name,
+            arguments: request.arguments.as_ref(),
+        };
+        let ended = match &got {
+            Ok(Got::Messages(_)) => Ended::plain(Outcome::Ok),
+            Ok(Got::Refused(why)) => ended(Outcome::ToolError, why),
+            Err(error) => ended(audit::outcome_of(error), &error.to_string()),
+        };
+        self.record(&context, audited, Some(plugin), started, ended);
+        match got {
             Ok(Got::Messages(messages)) => {
                 let mut result = GetPromptResult::new(messages);
                 result.description = prompt.description.clone();
@@ -291,10 +305,26 @@ impl MoatServer {
             events: None,
             client: asking.exchange.client.clone(),
         };
-        match plugin
+        let started = Instant::now();
+        let read = plugin
             .read_resource(resource, &request.uri, &variables, exchange)
-            .await
-        {
+            .await;
+        let arguments: JsonObject = variables
+            .iter()
+            .map(|(name, value)| (name.clone(), value.clone().into()))
+            .collect();
+        let audited = Request {
+            method: "resources/read",
+            name: &request.uri,
+            arguments: Some(&arguments),
+        };
+        let ended = match &read {
+            Ok(Read::Contents(_)) => Ended::plain(Outcome::Ok),
+            Ok(Read::NotFound(why)) => ended(Outcome::ToolError, why),
+            Err(error) => ended(audit::outcome_of(error), &error.to_string()),
+        };
+        self.record(&context, audited, Some(plugin), started, ended);
+        match read {
             Ok(Read::Contents(contents)) => Ok(ReadResourceResult::new(vec![contents]).into()),
             Ok(Read::NotFound(why)) => Err(not_found(&why)),
             Err(CallError::InvalidArguments(error)) => Err(not_found(&error.to_string())),
@@ -397,6 +427,14 @@ async fn complete(
         CompletionInfo::new(values).map_err(|e| McpError::internal_error(e, None))?;
     completion.has_more = Some(more);
     Ok(CompleteResult::new(completion))
+}
+
+fn ended(outcome: Outcome, error: &str) -> Ended {
+    Ended {
+        outcome,
+        error: Some(error.to_string()),
+        denied: Vec::new(),
+    }
 }
 
 /// A guest's failure during a get, read or completion, as the JSON-RPC error the client gets.

@@ -600,6 +600,66 @@ mod tests {
         wasmtime::Instance::new(&mut store, &module, &[]).map(drop)
     }
 
+    fn form(schema: &str) -> client::Question {
+        client::Question::Elicit(client::Form {
+            message: "?".into(),
+            schema: schema.into(),
+        })
+    }
+
+    #[test]
+    fn a_guest_asks_few_small_uniquely_named_questions() {
+        let ok = mcp_questions(vec![
+            ("a".into(), form("{}")),
+            ("b".into(), client::Question::Roots),
+        ]);
+        let ok = ok.unwrap();
+        assert_eq!(ok[0].method, "elicitation/create");
+        assert_eq!(ok[0].params["requestedSchema"], serde_json::json!({}));
+        assert_eq!(ok[1].method, "roots/list");
+
+        let twice = mcp_questions(vec![("a".into(), form("{}")), ("a".into(), form("{}"))]);
+        assert!(twice.unwrap_err().contains("used twice"));
+        let empty_key = mcp_questions(vec![(String::new(), form("{}"))]);
+        assert!(empty_key.is_err());
+        assert!(mcp_questions(Vec::new()).is_err());
+        let many = (0..=MAX_QUESTIONS)
+            .map(|i| (i.to_string(), form("{}")))
+            .collect();
+        assert!(mcp_questions(many).unwrap_err().contains("between 1 and"));
+        let huge = format!(
+            "{{\"description\": \"{}\"}}",
+            "x".repeat(MAX_QUESTION_BYTES)
+        );
+        assert!(
+            mcp_questions(vec![("a".into(), form(&huge))])
+                .unwrap_err()
+                .contains("bytes")
+        );
+        let not_json = mcp_questions(vec![("a".into(), form("{"))]);
+        assert!(not_json.unwrap_err().contains("not JSON"));
+        let link = client::Question::Sample(client::Sampling {
+            messages: vec![client::SamplingMessage {
+                role: bindings::moat::plugin::prompt::Role::User,
+                content: ContentBlock::ResourceLink(
+                    bindings::moat::plugin::content::ResourceLink {
+                        uri: "x://y".into(),
+                        name: "y".into(),
+                        description: None,
+                        mime_type: None,
+                    },
+                ),
+            }],
+            system_prompt: None,
+            max_tokens: 1,
+        });
+        assert!(
+            mcp_questions(vec![("a".into(), link)])
+                .unwrap_err()
+                .contains("sampling message")
+        );
+    }
+
     #[test]
     fn the_memory_limit_is_the_total_of_all_memories() {
         let limit = 32 << 20;

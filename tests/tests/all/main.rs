@@ -24,6 +24,7 @@ mod reload;
 mod schema;
 mod shapes;
 mod sources;
+mod tasks;
 mod text;
 mod time;
 mod trust;
