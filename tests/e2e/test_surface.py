@@ -8,6 +8,7 @@ for another request, and the capability a request must declare.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 from collections.abc import AsyncIterator, Callable
@@ -184,6 +185,19 @@ async def test_a_subscriber_hears_of_a_changed_note(
         await client.call_tool("notebook_write_note", {"name": "first", "text": "again"})
         await client.list_tools()
     assert updates == ["notebook://notes/first"]
+
+
+async def test_a_modern_subscription_hears_of_a_changed_note(
+    moat_bin: Path, config: Path, tmp_path: Path
+) -> None:
+    async with notebook(moat_bin, config, MODERN, tmp_path) as client:
+        async with client.listen(resource_subscriptions=["notebook://notes/first"]) as subscription:
+            assert subscription.honored.resource_subscriptions == ["notebook://notes/first"]
+            await client.call_tool("notebook_write_note", {"name": "other", "text": "not watched"})
+            await client.call_tool("notebook_write_note", {"name": "first", "text": "changed"})
+            event = await asyncio.wait_for(anext(subscription), 10)
+    assert type(event).__name__ == "ResourceUpdated", event
+    assert str(event.uri) == "notebook://notes/first"
 
 
 @pytest.fixture

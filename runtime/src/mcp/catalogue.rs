@@ -35,6 +35,9 @@ use crate::plugin::{Plugin, Tool};
 /// Tools per `tools/list` page unless configured otherwise.
 pub const DEFAULT_PAGE_SIZE: NonZeroUsize = NonZeroUsize::new(100).unwrap();
 
+/// Resource updates a subscription stream may fall behind by; a slower stream misses some.
+const MAX_PENDING_UPDATES: usize = 256;
+
 /// What a cursor holds before the name it encodes, so a cursor from elsewhere is told apart.
 const CURSOR_PREFIX: &str = "after:";
 
@@ -65,6 +68,8 @@ struct Inner {
     watchers: Mutex<Vec<(Peer<RoleServer>, Subscribed)>>,
     /// The calls that went on as tasks.
     tasks: Arc<Tasks>,
+    /// Resource URIs as they change, for 2026-07-28 subscription streams.
+    updates: tokio::sync::broadcast::Sender<String>,
 }
 
 /// The resource URIs one session subscribed to.
@@ -101,6 +106,7 @@ impl Catalogue {
                 sealer: Sealer::default(),
                 watchers: Mutex::default(),
                 tasks: Arc::default(),
+                updates: tokio::sync::broadcast::Sender::new(MAX_PENDING_UPDATES),
             }),
         }
     }
@@ -231,8 +237,10 @@ impl Catalogue {
         }
     }
 
-    /// Sends `notifications/resources/updated` for `uri` to every session subscribed to it.
+    /// Sends `notifications/resources/updated` for `uri` to every session and subscription
+    /// stream subscribed to it.
     pub async fn resource_updated(&self, uri: &str) {
+        let _ = self.inner.updates.send(uri.to_string());
         let peers: Vec<Peer<RoleServer>> = {
             let mut watchers = self.inner.watchers.lock().expect("watchers lock");
             watchers.retain(|(peer, _)| !peer.is_transport_closed());
@@ -317,15 +325,35 @@ impl Catalogue {
         principal: Principal,
     ) -> Result<(), McpError> {
         let mut changes = self.inner.current.subscribe();
-        if subscription.accepted().tools_list_changed != Some(true) {
-            subscription.cancelled().await;
-            return Ok(());
-        }
+        let mut updates = self.inner.updates.subscribe();
+        let tools = subscription.accepted().tools_list_changed == Some(true);
+        let resources: BTreeSet<String> = subscription
+            .accepted()
+            .resource_subscriptions
+            .iter()
+            .flatten()
+            .cloned()
+            .collect();
         let mut seen = fingerprint(&self.current(), &self.tool_sets(), &principal);
         loop {
             tokio::select! {
                 () = subscription.cancelled() => return Ok(()),
-                changed = changes.changed() => {
+                update = updates.recv(), if !resources.is_empty() => {
+                    let uri = match update {
+                        Ok(uri) => uri,
+                        Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+                        Err(_) => return Ok(()),
+                    };
+                    // Only a resource the caller may read, as of now.
+                    let visible = self.find_resource(&self.current(), &principal, &uri).is_some();
+                    if resources.contains(&uri) && visible
+                        && let Err(error) = subscription.sink().notify_resource_updated(uri).await
+                    {
+                        tracing::debug!("a resource subscription ended: {error}");
+                        return Ok(());
+                    }
+                }
+                changed = changes.changed(), if tools => {
                     if changed.is_err() {
                         return Ok(()); // the server is shutting down
                     }

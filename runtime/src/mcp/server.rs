@@ -585,9 +585,16 @@ impl ServerHandler for MoatServer {
 
     fn accepted_subscription_filter(
         &self,
-        _requested: &SubscriptionFilter,
+        requested: &SubscriptionFilter,
     ) -> Option<SubscriptionFilter> {
-        Some(SubscriptionFilter::builder().tools_list_changed().build())
+        // Resource URIs are checked against the caller as each update comes.
+        let uris = requested.resource_subscriptions.clone().unwrap_or_default();
+        Some(
+            SubscriptionFilter::builder()
+                .tools_list_changed()
+                .resource_subscriptions(uris)
+                .build(),
+        )
     }
 
     async fn listen(&self, subscription: SubscriptionContext) -> Result<(), McpError> {
