@@ -4,7 +4,8 @@
 //! a WIT world with `///` doc comments and implements it in Rust; this crate does the rest:
 //!
 //! * [`generate!`] makes the bindings for the world (including moat's own `moat:plugin` imports:
-//!   `log`, `progress` and the `content` types) and embeds the plugin's documented WIT in the
+//!   `log`, `progress`, the `content` and `prompt` types, `resources`, `client` and `tasks`) and
+//!   embeds the plugin's documented WIT in the
 //!   component, so that moat can show the doc comments as tool and parameter descriptions;
 //! * [`build::prepare`] (feature `build`, for `build.rs`) puts the `moat:plugin` package in the
 //!   plugin's `wit/deps/` and encodes the plugin's WIT package for [`generate!`] to embed.
@@ -45,7 +46,9 @@ pub const PLUGIN_WIT: &str = include_str!("../../wit/plugin.wit");
 /// that [`build::prepare`] encoded.
 ///
 /// Everything wit-bindgen generates lands in the calling module: the `Guest` traits, `export!`, and
-/// the `moat::plugin::{log, progress, content}` modules when the world imports them.
+/// the `moat::plugin::{log, progress, content, prompt, resources, client, tasks}` modules when the
+/// world imports or uses them; an exported `prompts`, `resources` or `completions` interface gets
+/// its own `exports::…::Guest` trait.
 #[macro_export]
 macro_rules! generate {
     ($world:literal) => {

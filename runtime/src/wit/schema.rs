@@ -113,7 +113,8 @@ pub fn integer_range(ty: &Type) -> Option<(i128, i128)> {
     })
 }
 
-/// The schema of values of `ty`; `docs` adds descriptions where the plugin documented them.
+/// The schema of values of `ty`; `docs` adds descriptions where the plugin documented them, and
+/// marks each named type's schema for [`defs::factor`], which a served schema goes through.
 /// Each node is paid from `budget` before it is made.
 pub fn schema(
     ty: &Type,
