@@ -409,7 +409,7 @@ impl ServerHandler for MoatServer {
         );
         let exchange = Exchange {
             events: Some(events),
-            client: asking.exchange.client.clone(),
+            client: Some(asking.client.clone()),
         };
         let call = plugin.call_asking(tool, request.arguments.as_ref(), exchange);
         // The forwarding ends after the call, which drops its sender: every report it made goes

@@ -25,10 +25,12 @@ use crate::plugin::completions::Completing;
 use crate::plugin::prompts::Got;
 use crate::plugin::resources::Read;
 use crate::plugin::{CallError, Exchange};
+use crate::sandbox::host::Client;
 
 /// What a request's guest may ask the client, and the rounds to seal if it stops to ask.
 pub(crate) struct Asking {
-    pub exchange: Exchange,
+    /// Whom the guest's questions go to.
+    pub client: Arc<dyn Client>,
     rounds: Option<Arc<Rounds>>,
     /// What the request's client declared.
     pub capabilities: ClientCapabilities,
@@ -68,10 +70,7 @@ impl MoatServer {
                 capabilities: capabilities.clone(),
             };
             return Ok(Asking {
-                exchange: Exchange {
-                    events: None,
-                    client: Some(Arc::new(session)),
-                },
+                client: Arc::new(session),
                 rounds: None,
                 capabilities,
             });
@@ -86,10 +85,7 @@ impl MoatServer {
             responses.cloned().unwrap_or_default(),
         ));
         Ok(Asking {
-            exchange: Exchange {
-                events: None,
-                client: Some(rounds.clone()),
-            },
+            client: rounds.clone(),
             rounds: Some(rounds),
             capabilities,
         })
@@ -192,7 +188,7 @@ impl MoatServer {
         )?;
         let exchange = Exchange {
             events: None,
-            client: asking.exchange.client.clone(),
+            client: Some(asking.client.clone()),
         };
         let started = Instant::now();
         let got = plugin
@@ -303,7 +299,7 @@ impl MoatServer {
         )?;
         let exchange = Exchange {
             events: None,
-            client: asking.exchange.client.clone(),
+            client: Some(asking.client.clone()),
         };
         let started = Instant::now();
         let read = plugin

@@ -66,7 +66,7 @@ fn the_readme_and_repository_configs_fit() {
         ),
         (
             "README's filesystem and memory example",
-            readme_toml("`filesystem` and `memory` need a directory granted"),
+            readme_toml("`filesystem`, `memory` and `notebook` need a directory granted"),
         ),
         (
             "tests/conformance/moat.toml",
