@@ -27,7 +27,7 @@ use crate::access::Principal;
 use crate::mcp::audit::{self, Outcome};
 use crate::mcp::catalogue::{Catalogue, Subscribed};
 use crate::mcp::request_state::Binding;
-use crate::mcp::surface::{Unfinished, no_subscriptions};
+use crate::mcp::surface::{Asking, Unfinished, no_subscriptions};
 use crate::mcp::tasks::Job;
 use crate::mcp::traces::{CallFacts, CallSpan};
 use crate::plugin::{CallError, Exchange};
@@ -155,6 +155,36 @@ impl MoatServer {
             Some(_) => meta.log_level(),
             None => Some(*self.log_level.lock().expect("log level lock")),
         }
+    }
+}
+
+impl MoatServer {
+    /// The client a call's guest may ask, for a plugin that imports `client` or `tasks` (others
+    /// get none, and their calls pay nothing for it); a tool that runs only as a task is refused
+    /// to a client that does not follow tasks.
+    fn asking_for_call(
+        &self,
+        context: &RequestContext<RoleServer>,
+        binding: &Binding<'_>,
+        request: &CallToolRequestParams,
+        plugin: &crate::plugin::Plugin,
+        tool: &crate::plugin::Tool,
+    ) -> Result<Option<Asking>, McpError> {
+        let follows_tasks = || {
+            context
+                .client_capabilities()
+                .is_some_and(|c| c.supports_tasks())
+        };
+        if tool.task_required && !follows_tasks() {
+            let required = ClientCapabilities::builder().enable_tasks().build();
+            return Err(McpError::missing_required_client_capability(required));
+        }
+        if !plugin.asks_client() {
+            return Ok(None);
+        }
+        let state = request.request_state.as_deref();
+        let responses = request.input_responses.as_ref();
+        self.asking(context, binding, state, responses).map(Some)
     }
 }
 
@@ -375,20 +405,7 @@ impl ServerHandler for MoatServer {
             arguments: request.arguments.as_ref(),
             principal: &principal.name,
         };
-        let asking = self
-            .asking(
-                &context,
-                &binding,
-                request.request_state.as_deref(),
-                request.input_responses.as_ref(),
-            )
-            .and_then(|asking| {
-                if tool.task_required && !asking.capabilities.supports_tasks() {
-                    let required = ClientCapabilities::builder().enable_tasks().build();
-                    return Err(McpError::missing_required_client_capability(required));
-                }
-                Ok(asking)
-            });
+        let asking = self.asking_for_call(&context, &binding, &request, plugin, tool);
         let asking = match asking {
             Ok(asking) => asking,
             Err(error) => {
@@ -409,7 +426,7 @@ impl ServerHandler for MoatServer {
         );
         let exchange = Exchange {
             events: Some(events),
-            client: Some(asking.client.clone()),
+            client: asking.as_ref().map(|a| a.client.clone()),
         };
         let call = plugin.call_asking(tool, request.arguments.as_ref(), exchange);
         // The forwarding ends after the call, which drops its sender: every report it made goes
@@ -437,7 +454,7 @@ impl ServerHandler for MoatServer {
             denied: denials,
         };
         self.audit(&context, &request, Some(plugin), started, ended, span);
-        if let Err(CallError::Detached) = &outcome {
+        if let (Err(CallError::Detached), Some(asking)) = (&outcome, &asking) {
             let job = Job {
                 registry: registry.clone(),
                 tool: request.name.to_string(),
@@ -449,7 +466,7 @@ impl ServerHandler for MoatServer {
             return Ok(CreateTaskResult::new(task).into());
         }
         if let Err(error) = &outcome {
-            match self.unfinished(error, Some(&asking), &binding) {
+            match self.unfinished(error, asking.as_ref(), &binding) {
                 Some(Unfinished::InputRequired(result)) => return Ok(result.into()),
                 Some(Unfinished::Error(error)) => return Err(error),
                 None => {}

@@ -91,6 +91,22 @@ impl MoatServer {
         })
     }
 
+    /// [`MoatServer::asking`], for a plugin that imports `client` or `tasks`.
+    fn asking_if(
+        &self,
+        plugin: &crate::plugin::Plugin,
+        context: &RequestContext<RoleServer>,
+        binding: &Binding<'_>,
+        state: &Option<String>,
+        responses: &Option<InputResponses>,
+    ) -> Result<Option<Asking>, McpError> {
+        if !plugin.asks_client() {
+            return Ok(None);
+        }
+        self.asking(context, binding, state.as_deref(), responses.as_ref())
+            .map(Some)
+    }
+
     /// What a request whose guest failed with `error` answers when the failure is about the
     /// client: questions to answer (with the sealed state) or a missing capability.
     pub(crate) fn unfinished(
@@ -180,15 +196,16 @@ impl MoatServer {
             arguments: request.arguments.as_ref(),
             principal: &principal.name,
         };
-        let asking = self.asking(
+        let asking = self.asking_if(
+            plugin,
             &context,
             &binding,
-            request.request_state.as_deref(),
-            request.input_responses.as_ref(),
+            &request.request_state,
+            &request.input_responses,
         )?;
         let exchange = Exchange {
             events: None,
-            client: Some(asking.client.clone()),
+            client: asking.as_ref().map(|a| a.client.clone()),
         };
         let started = Instant::now();
         let got = plugin
@@ -212,7 +229,7 @@ impl MoatServer {
                 Ok(result.into())
             }
             Ok(Got::Refused(why)) => Err(McpError::invalid_params(why, None)),
-            Err(error) => match self.unfinished(&error, Some(&asking), &binding) {
+            Err(error) => match self.unfinished(&error, asking.as_ref(), &binding) {
                 Some(Unfinished::InputRequired(result)) => Ok(result.into()),
                 Some(Unfinished::Error(error)) => Err(error),
                 None => Err(request_failed(&error)),
@@ -291,15 +308,16 @@ impl MoatServer {
             arguments: None,
             principal: &principal.name,
         };
-        let asking = self.asking(
+        let asking = self.asking_if(
+            plugin,
             &context,
             &binding,
-            request.request_state.as_deref(),
-            request.input_responses.as_ref(),
+            &request.request_state,
+            &request.input_responses,
         )?;
         let exchange = Exchange {
             events: None,
-            client: Some(asking.client.clone()),
+            client: asking.as_ref().map(|a| a.client.clone()),
         };
         let started = Instant::now();
         let read = plugin
@@ -324,7 +342,7 @@ impl MoatServer {
             Ok(Read::Contents(contents)) => Ok(ReadResourceResult::new(vec![contents]).into()),
             Ok(Read::NotFound(why)) => Err(not_found(&why)),
             Err(CallError::InvalidArguments(error)) => Err(not_found(&error.to_string())),
-            Err(error) => match self.unfinished(&error, Some(&asking), &binding) {
+            Err(error) => match self.unfinished(&error, asking.as_ref(), &binding) {
                 Some(Unfinished::InputRequired(result)) => Ok(result.into()),
                 Some(Unfinished::Error(error)) => Err(error),
                 None => Err(request_failed(&error)),

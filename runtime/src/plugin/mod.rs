@@ -206,6 +206,14 @@ impl Plugin {
             .saturating_sub(self.slots.available_permits())
     }
 
+    /// Whether the plugin imports `moat:plugin/client` or `moat:plugin/tasks`: only then can
+    /// its guests ask the client anything or go on as a task.
+    pub fn asks_client(&self) -> bool {
+        self.imports.iter().any(|import| {
+            import.starts_with("moat:plugin/client@") || import.starts_with("moat:plugin/tasks@")
+        })
+    }
+
     /// Calls of this plugin waiting for a slot now.
     pub fn calls_queued(&self) -> usize {
         self.queued.load(std::sync::atomic::Ordering::Relaxed)
