@@ -34,7 +34,7 @@ impl Default for Sealer {
     }
 }
 
-/// What a state is bound to.
+/// A request as a state is bound to it and as its audit line names it.
 pub struct Binding<'a> {
     /// `tools/call`, `prompts/get` or `resources/read`.
     pub method: &'a str,

@@ -196,14 +196,6 @@ pub(crate) struct Ended {
     pub denied: Vec<String>,
 }
 
-/// What a request asked, for its audit line.
-pub(crate) struct Request<'a> {
-    pub method: &'static str,
-    /// The tool or prompt name, or the resource URI.
-    pub name: &'a str,
-    pub arguments: Option<&'a rmcp::model::JsonObject>,
-}
-
 impl Ended {
     pub(crate) fn plain(outcome: Outcome) -> Self {
         Self {
@@ -239,24 +231,20 @@ impl MoatServer {
             started.elapsed(),
             ended.denied.len(),
         );
-        self.record(
-            context,
-            Request {
-                method: "tools/call",
-                name: &request.name,
-                arguments: request.arguments.as_ref(),
-            },
-            plugin,
-            started,
-            ended,
-        );
+        let request = Binding {
+            method: "tools/call",
+            name: &request.name,
+            arguments: request.arguments.as_ref(),
+            principal: &self.principal_of(&context.extensions).name,
+        };
+        self.record(context, &request, plugin, started, ended);
     }
 
     /// Writes one request's line in the audit log, when there is one.
     pub(crate) fn record(
         &self,
         context: &RequestContext<RoleServer>,
-        request: Request<'_>,
+        request: &Binding<'_>,
         plugin: Option<&crate::plugin::Plugin>,
         started: std::time::Instant,
         ended: Ended,

@@ -20,7 +20,7 @@ use crate::mcp::asking::{self, Rounds, Session};
 use crate::mcp::audit::{self, Outcome};
 use crate::mcp::catalogue::Subscribed;
 use crate::mcp::request_state::Binding;
-use crate::mcp::server::{Ended, MoatServer, Request};
+use crate::mcp::server::{Ended, MoatServer};
 use crate::plugin::completions::Completing;
 use crate::plugin::prompts::Got;
 use crate::plugin::resources::Read;
@@ -211,17 +211,12 @@ impl MoatServer {
         let got = plugin
             .get_prompt(prompt, request.arguments.as_ref(), exchange)
             .await;
-        let audited = Request {
-            method: "prompts/get",
-            name: &request.name,
-            arguments: request.arguments.as_ref(),
-        };
         let ended = match &got {
             Ok(Got::Messages(_)) => Ended::plain(Outcome::Ok),
             Ok(Got::Refused(why)) => ended(Outcome::ToolError, why),
             Err(error) => ended(audit::outcome_of(error), &error.to_string()),
         };
-        self.record(&context, audited, Some(plugin), started, ended);
+        self.record(&context, &binding, Some(plugin), started, ended);
         match got {
             Ok(Got::Messages(messages)) => {
                 let mut result = GetPromptResult::new(messages);
@@ -302,10 +297,14 @@ impl MoatServer {
         else {
             return Err(not_found("no plugin serves this URI"));
         };
+        let arguments: JsonObject = variables
+            .iter()
+            .map(|(name, value)| (name.clone(), value.clone().into()))
+            .collect();
         let binding = Binding {
             method: "resources/read",
             name: &request.uri,
-            arguments: None,
+            arguments: Some(&arguments),
             principal: &principal.name,
         };
         let asking = self.asking_if(
@@ -323,21 +322,12 @@ impl MoatServer {
         let read = plugin
             .read_resource(resource, &request.uri, &variables, exchange)
             .await;
-        let arguments: JsonObject = variables
-            .iter()
-            .map(|(name, value)| (name.clone(), value.clone().into()))
-            .collect();
-        let audited = Request {
-            method: "resources/read",
-            name: &request.uri,
-            arguments: Some(&arguments),
-        };
         let ended = match &read {
             Ok(Read::Contents(_)) => Ended::plain(Outcome::Ok),
             Ok(Read::NotFound(why)) => ended(Outcome::ToolError, why),
             Err(error) => ended(audit::outcome_of(error), &error.to_string()),
         };
-        self.record(&context, audited, Some(plugin), started, ended);
+        self.record(&context, &binding, Some(plugin), started, ended);
         match read {
             Ok(Read::Contents(contents)) => Ok(ReadResourceResult::new(vec![contents]).into()),
             Ok(Read::NotFound(why)) => Err(not_found(&why)),
