@@ -45,11 +45,11 @@ def config(tmp_path: Path, notes: Path, plugin: Callable[[str], Path]) -> Path:
 
 @asynccontextmanager
 async def notebook(
-    moat_bin: Path, config: Path, mode: str, tmp_path: Path, **callbacks: Any
+    moat_bin: Path, config: Path, mode: str, tmp_path: Path, *args: str, **callbacks: Any
 ) -> AsyncIterator[Client]:
     params = StdioServerParameters(
         command=str(moat_bin),
-        args=["serve", "--config", str(config)],
+        args=["serve", "--config", str(config), *args],
         env={k: v for k, v in os.environ.items() if k.startswith("MOAT_")},
     )
     with (tmp_path / f"moat-{mode}.stderr").open("w") as errlog:
@@ -154,6 +154,26 @@ async def test_a_delete_asks_first_and_keeps_the_note_when_declined(
         assert result.content[0].text == 'Deleted note "first".'
     assert not (notes / "first.md").exists()
     assert len(accepted) == 1
+
+
+async def test_reads_and_prompts_are_audited_like_calls(
+    moat_bin: Path, config: Path, tmp_path: Path
+) -> None:
+    audit = tmp_path / "audit.jsonl"
+    async with notebook(moat_bin, config, MODERN, tmp_path, "--audit", str(audit)) as client:
+        await client.read_resource("notebook://notes/first")
+        await client.get_prompt("notebook_summarize", {"name": "first"})
+        with pytest.raises(MCPError):
+            await client.read_resource("notebook://notes/absent")
+    records = [json.loads(line) for line in audit.read_text().splitlines()]
+    seen = [(r["method"], r["tool"], r["outcome"], r["plugin"]) for r in records]
+    assert seen == [
+        ("resources/read", "notebook://notes/first", "ok", "notebook"),
+        ("prompts/get", "notebook_summarize", "ok", "notebook"),
+        ("resources/read", "notebook://notes/absent", "tool_error", "notebook"),
+    ]
+    assert 'no note "absent"' in records[2]["error"]
+    assert all(r["principal"] == "stdio" for r in records)
 
 
 async def test_a_legacy_client_without_elicitation_gets_a_tool_error(

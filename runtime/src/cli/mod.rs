@@ -52,7 +52,8 @@ enum Command {
         http: Option<std::net::SocketAddr>,
         #[command(flatten)]
         trust: TrustArgs,
-        /// Append one JSON line per tool call to FILE (overrides `[audit]` in moat.toml).
+        /// Append one JSON line per tool call, prompt and resource read to FILE (overrides
+        /// `[audit]` in moat.toml).
         #[arg(long, value_name = "FILE")]
         audit: Option<PathBuf>,
         /// Record the arguments of each call in the audit log, not only their digest.
