@@ -31,6 +31,7 @@ fn needed(question: &Question) -> &'static str {
     match question.method.as_str() {
         "sampling/createMessage" => "sampling",
         "roots/list" => "roots",
+        _ if question.params["mode"] == "url" => "elicitation.url",
         _ => "elicitation",
     }
 }
@@ -39,6 +40,11 @@ fn declares(capabilities: &ClientCapabilities, capability: &str) -> bool {
     match capability {
         "sampling" => capabilities.sampling.is_some(),
         "roots" => capabilities.roots.is_some(),
+        // URL mode is declared on its own; a bare `elicitation: {}` means forms only.
+        "elicitation.url" => capabilities
+            .elicitation
+            .as_ref()
+            .is_some_and(|e| e.url.is_some()),
         _ => capabilities.elicitation.is_some(),
     }
 }
@@ -90,6 +96,7 @@ fn detach_for(capabilities: &ClientCapabilities) -> Detach {
 fn declared(capabilities: &ClientCapabilities) -> Declared {
     Declared {
         elicitation: capabilities.elicitation.is_some(),
+        elicitation_url: declares(capabilities, "elicitation.url"),
         sampling: capabilities.sampling.is_some(),
         roots: capabilities.roots.is_some(),
     }
@@ -231,5 +238,129 @@ impl Client for Rounds {
             }
         })();
         Box::pin(std::future::ready(answer))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn question(key: &str, method: &str, params: Value) -> Question {
+        Question {
+            key: key.into(),
+            method: method.into(),
+            params,
+        }
+    }
+
+    fn form(key: &str) -> Question {
+        question(
+            key,
+            "elicitation/create",
+            json!({"mode": "form", "message": "?"}),
+        )
+    }
+
+    fn capabilities(value: Value) -> ClientCapabilities {
+        serde_json::from_value(value).unwrap()
+    }
+
+    async fn ask(rounds: &Arc<Rounds>, questions: Vec<Question>) -> Result<Answers, AskError> {
+        rounds.clone().ask(questions).await
+    }
+
+    #[tokio::test]
+    async fn a_replay_answers_each_round_then_asks_the_next() {
+        let answered = vec![vec![("a".to_string(), json!({"action": "accept"}))]];
+        let responses = [
+            ("b".to_string(), json!({"action": "decline"})),
+            ("extra".to_string(), json!({"action": "accept"})),
+        ];
+        let rounds = Arc::new(Rounds::new(
+            capabilities(json!({"elicitation": {}})),
+            answered,
+            responses.into_iter().collect(),
+        ));
+        assert_eq!(
+            ask(&rounds, vec![form("a")]).await.unwrap()[0].1["action"],
+            "accept"
+        );
+        assert_eq!(
+            ask(&rounds, vec![form("b")]).await.unwrap()[0].1["action"],
+            "decline"
+        );
+        let third = ask(&rounds, vec![form("c")]).await.unwrap_err();
+        assert!(matches!(third, AskError::InputRequired(InputRequired(q)) if q[0].key == "c"));
+        // The round answered by this request's responses goes into the next state.
+        assert_eq!(rounds.answered().len(), 2);
+    }
+
+    #[tokio::test]
+    async fn a_replay_that_asks_otherwise_fails() {
+        let answered = vec![vec![("a".to_string(), json!({"action": "accept"}))]];
+        let rounds = Arc::new(Rounds::new(
+            capabilities(json!({"elicitation": {}})),
+            answered,
+            Default::default(),
+        ));
+        let other = ask(&rounds, vec![form("not-a")]).await.unwrap_err();
+        assert!(matches!(other, AskError::Refused(why) if why.contains("other questions")));
+    }
+
+    #[tokio::test]
+    async fn an_answer_of_the_wrong_shape_is_asked_again() {
+        let responses = [("a".to_string(), json!("yes"))];
+        let rounds = Arc::new(Rounds::new(
+            capabilities(json!({"elicitation": {}})),
+            Vec::new(),
+            responses.into_iter().collect(),
+        ));
+        let again = ask(&rounds, vec![form("a")]).await.unwrap_err();
+        assert!(matches!(again, AskError::InputRequired(_)));
+    }
+
+    #[tokio::test]
+    async fn each_question_needs_its_own_capability() {
+        let forms_only = Arc::new(Rounds::new(
+            capabilities(json!({"elicitation": {}})),
+            Vec::new(),
+            Default::default(),
+        ));
+        let page = question(
+            "p",
+            "elicitation/create",
+            json!({"mode": "url", "url": "https://x"}),
+        );
+        let refused = ask(&forms_only, vec![page.clone()]).await.unwrap_err();
+        assert!(matches!(
+            refused,
+            AskError::MissingCapability(MissingCapability("elicitation.url"))
+        ));
+        let sample = question("s", "sampling/createMessage", json!({}));
+        let refused = ask(&forms_only, vec![form("f"), sample]).await.unwrap_err();
+        assert!(matches!(
+            refused,
+            AskError::MissingCapability(MissingCapability("sampling"))
+        ));
+        assert!(!forms_only.declared().elicitation_url && forms_only.declared().elicitation);
+
+        let pages = Arc::new(Rounds::new(
+            capabilities(json!({"elicitation": {"url": {}}})),
+            Vec::new(),
+            Default::default(),
+        ));
+        assert!(matches!(
+            ask(&pages, vec![page]).await.unwrap_err(),
+            AskError::InputRequired(_)
+        ));
+        assert_eq!(pages.detach(), Detach::Unsupported);
+        let tasks = Rounds::new(
+            capabilities(json!({"extensions": {"io.modelcontextprotocol/tasks": {}}})),
+            Vec::new(),
+            Default::default(),
+        );
+        assert_eq!(tasks.detach(), Detach::Now);
+        assert_eq!(tasks.detaching(Detach::Running).detach(), Detach::Running);
     }
 }

@@ -135,6 +135,11 @@ impl MoatServer {
                 match *capability {
                     "sampling" => required.sampling = Some(Default::default()),
                     "roots" => required.roots = Some(Default::default()),
+                    "elicitation.url" => {
+                        let url =
+                            rmcp::model::ElicitationCapability::new().with_url(Default::default());
+                        required.elicitation = Some(url);
+                    }
                     _ => required.elicitation = Some(Default::default()),
                 }
                 Some(Unfinished::Error(

@@ -111,6 +111,7 @@ pub type Answers = Vec<(String, serde_json::Value)>;
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Declared {
     pub elicitation: bool,
+    pub elicitation_url: bool,
     pub sampling: bool,
     pub roots: bool,
 }
