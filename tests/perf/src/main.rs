@@ -9,10 +9,14 @@
 //! * **P4** moat's resident memory with 50 plugins, idle and at its peak under 64 concurrent calls.
 //! * **P5** a CPU-heavy call (sha256 of 8 MiB) in moat vs the same component in a bare wasmtime
 //!   embedding (the engine's floor), and vs native code.
+//! * **P6**, **P7** (`service`): authentication's cost, and quotas keeping callers apart.
+//! * **P8** (`asking`): a 2026-07-28 call that asks the client one question (both rounds:
+//!   `input_required`, then the answered call replaying the guest) against one plain call.
 //!
 //! Prints a markdown table and writes the figures as JSON. Targets are reported, never enforced:
 //! the run fails only when something breaks (a server does not start, an answer is wrong).
 
+mod asking;
 mod http;
 mod native;
 mod procfs;
@@ -218,7 +222,7 @@ fn run(cli: Cli) -> Result<()> {
 impl Bench {
     fn run_all(&mut self) -> Result<()> {
         // P3 first: it fills the warm compile cache the others start from.
-        let steps: [(&str, &str, Step); 7] = [
+        let steps: [(&str, &str, Step); 8] = [
             ("P3", "start-up", Self::startup),
             ("P1", "stdio round trip", Self::stdio_round_trip),
             ("P2", "HTTP throughput", Self::http_throughput),
@@ -226,6 +230,7 @@ impl Bench {
             ("P5", "CPU-heavy call", Self::cpu_heavy),
             ("P6", "authentication cost", Self::auth_throughput),
             ("P7", "quota isolation", Self::quota_isolation),
+            ("P8", "a question to the client", Self::asking_round_trip),
         ];
         for (id, name, step) in steps {
             if self.only.is_empty() || self.only.iter().any(|o| o.eq_ignore_ascii_case(id)) {
