@@ -10,10 +10,10 @@ use std::path::PathBuf;
 
 moat_guest::generate!("notebook");
 
-use moat::plugin::client::{Form, Question, ask};
+use moat::plugin::client::{Question, TypedForm, ask};
 use moat::plugin::content::{Body, ContentBlock, EmbeddedResource};
 use moat::plugin::prompt::{Message, Role};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 /// Where the operator grants the notes' folder.
 const FOLDER: &str = "/notes";
@@ -38,20 +38,11 @@ impl Guest for Notebook {
         if !path.exists() {
             return Err(format!("there is no note \"{name}\""));
         }
-        let schema = json!({
-            "type": "object",
-            "properties": {
-                "confirm": {
-                    "type": "boolean",
-                    "title": "Delete it",
-                    "description": format!("Delete the note \"{name}\" for good"),
-                },
-            },
-            "required": ["confirm"],
-        });
-        let question = Question::Elicit(Form {
+        // A form declared in the WIT (`forms.confirm-delete`): moat writes its schema and
+        // checks the answer's types.
+        let question = Question::ElicitTyped(TypedForm {
+            name: "confirm-delete".into(),
             message: format!("Delete the note \"{name}\"?"),
-            schema: schema.to_string(),
         });
         let answers = ask(&[("confirm".to_string(), question)])?;
         let answer: Value = answers
@@ -89,6 +80,10 @@ impl exports::resources::Guest for Notebook {
     fn index() -> Result<String, String> {
         Ok(names()?.join("\n"))
     }
+}
+
+impl exports::forms::Guest for Notebook {
+    fn confirm_delete(_confirm: bool) {}
 }
 
 impl exports::completions::Guest for Notebook {

@@ -251,6 +251,7 @@ mod tests {
             key: key.into(),
             method: method.into(),
             params,
+            form: None,
         }
     }
 

@@ -9,9 +9,12 @@ use rmcp::model::{CallToolResult, JsonObject};
 use tokio::sync::SemaphorePermit;
 use wasmtime::component::Val;
 
+use std::sync::Arc;
+
+use super::forms::Typed;
 use super::{CallError, CallOutcome, Exchange, Export, Plugin, Tool};
 use crate::sandbox::guest_log::Severity;
-use crate::sandbox::host::{Detached, EventSink, InputRequired, MissingCapability};
+use crate::sandbox::host::{Client, Detached, EventSink, InputRequired, MissingCapability};
 use crate::sandbox::instances::{Fresh, MakeError};
 use crate::sandbox::limits::DeadlineExceeded;
 use crate::sandbox::network::Denials;
@@ -109,7 +112,15 @@ impl Plugin {
             }
         };
         store.data_mut().set_events(exchange.events);
-        store.data_mut().set_client(exchange.client);
+        // A plugin's own forms get their schema, and their answers a check, on the way.
+        let client = match exchange.client {
+            Some(inner) if !self.forms.is_empty() => Some(Arc::new(Typed {
+                inner,
+                forms: self.forms.clone(),
+            }) as Arc<dyn Client>),
+            client => client,
+        };
+        store.data_mut().set_client(client);
         *denials = store.data().denials();
 
         let run = async {

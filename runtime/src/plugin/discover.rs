@@ -1,6 +1,7 @@
 //! Finding what a component offers: every exported function is a tool, with its schemas and
-//! description, except those of the exported interfaces named `prompts`, `resources` and
-//! `completions` (see `wit/plugin.wit`), which become prompts, resources and completions.
+//! description, except those of the exported interfaces named `prompts`, `resources`,
+//! `completions` and `forms` (see `wit/plugin.wit`), which become prompts, resources, completions
+//! and elicitation forms.
 
 use std::sync::Arc;
 
@@ -12,6 +13,7 @@ use wasmtime::component::types::{ComponentFunc, ComponentItem};
 use wasmtime::component::{Component, ComponentExportIndex, Type};
 
 use super::completions::Completions;
+use super::forms::{Form, Forms};
 use super::prompts::Prompt;
 use super::resources::Resource;
 use super::{MAX_PLUGIN_SCHEMA_NODES, MAX_TOOL_SCHEMA_NODES, MAX_TOOLS, Tool};
@@ -29,6 +31,7 @@ pub(super) struct Discovered {
     pub prompts: Vec<Prompt>,
     pub resources: Vec<Resource>,
     pub completions: Completions,
+    pub forms: Forms,
     pub skipped: Vec<(String, String)>,
 }
 
@@ -112,6 +115,9 @@ pub(super) fn discover(
             }
             "resources" => Resource::describe(plugin, &other, function_docs)
                 .map(|r| discovered.resources.push(r)),
+            "forms" => Form::describe(&other, function_docs).map(|form| {
+                discovered.forms.insert(other.function.clone(), form);
+            }),
             _ => discovered.completions.describe(&other),
         };
         if let Err(why) = offered {
@@ -215,7 +221,7 @@ impl From<SchemaError> for NotATool {
 }
 
 /// The exported interfaces whose functions are not tools.
-const OFFERS: [&str; 3] = ["prompts", "resources", "completions"];
+const OFFERS: [&str; 4] = ["prompts", "resources", "completions", "forms"];
 
 fn describe_tool(
     name: String,

@@ -30,6 +30,7 @@ use crate::wit::values::ArgError;
 mod call;
 pub mod completions;
 mod discover;
+mod forms;
 pub mod prompts;
 pub mod registry;
 pub mod resources;
@@ -63,6 +64,8 @@ pub struct Plugin {
     /// Its resources and resource templates, in name order.
     pub resources: Vec<Resource>,
     completions: Completions,
+    /// Its elicitation forms, by function name.
+    forms: Arc<forms::Forms>,
     /// The URI scheme of its resources (see [`crate::wit::naming::resource_scheme`]).
     pub scheme: String,
     /// Exported functions that offer nothing, with the reason.
@@ -281,6 +284,7 @@ impl Plugin {
             prompts: discovered.prompts,
             resources,
             completions: discovered.completions,
+            forms: Arc::new(discovered.forms),
             scheme: scheme.unwrap_or_default(),
             skipped: discovered.skipped,
             imports,

@@ -62,6 +62,10 @@ pub struct Question {
     /// `elicitation/create`, `sampling/createMessage` or `roots/list`.
     pub method: String,
     pub params: serde_json::Value,
+    /// The plugin's form (its exported `forms` function) whose schema the elicitation's
+    /// `requestedSchema` is to be, and whose types an accepted answer must fit.
+    #[serde(skip)]
+    pub form: Option<String>,
 }
 
 /// Why a client's answers did not come.
@@ -397,7 +401,13 @@ fn mcp_questions(questions: Vec<(String, client::Question)>) -> Result<Vec<Quest
         if key.is_empty() || !seen.insert(key.clone()) {
             return Err(format!("question key \"{key}\" is empty or used twice"));
         }
+        let mut declared_form = None;
         let (method, params) = match question {
+            client::Question::ElicitTyped(form) => {
+                declared_form = Some(form.name);
+                let params = serde_json::json!({"mode": "form", "message": form.message});
+                ("elicitation/create", params)
+            }
             client::Question::Elicit(form) => {
                 let schema: serde_json::Value = serde_json::from_str(&form.schema)
                     .map_err(|e| format!("question \"{key}\": its schema is not JSON: {e}"))?;
@@ -452,6 +462,7 @@ fn mcp_questions(questions: Vec<(String, client::Question)>) -> Result<Vec<Quest
             key,
             method: method.to_string(),
             params,
+            form: declared_form,
         });
     }
     Ok(out)

@@ -247,6 +247,24 @@ async fn a_delete_asks_first_and_acts_only_on_a_yes() {
     );
     assert!(note.exists());
 
+    // The form is the plugin's `forms.confirm-delete`, its schema from the WIT; an answer
+    // that does not fit its types never reaches the guest.
+    assert_eq!(
+        question.params["requestedSchema"],
+        json!({
+            "type": "object",
+            "properties": {"confirm": {"type": "boolean", "description": "delete the note for good"}},
+            "required": ["confirm"],
+            "additionalProperties": false,
+        })
+    );
+    let odd = answering(Some(
+        json!({"action": "accept", "content": {"confirm": "yes"}}),
+    ));
+    let refused = delete(&notebook, Some(odd)).await.unwrap();
+    assert!(refused.contains("does not fit its form"), "{refused}");
+    assert!(note.exists());
+
     // A later answer: the call stops with the question, having changed nothing.
     let later = delete(&notebook, Some(answering(None))).await.unwrap_err();
     assert!(matches!(&later, CallError::InputRequired(q) if q[0].key == "confirm"));
