@@ -65,6 +65,10 @@ pub async fn inspect(
             })
         })
         .collect();
+    let forms: serde_json::Map<String, Value> = plugin
+        .forms()
+        .map(|(name, schema)| (name.to_string(), schema.clone()))
+        .collect();
     let skipped: Vec<Value> = plugin
         .skipped
         .iter()
@@ -85,6 +89,7 @@ pub async fn inspect(
             "tools": tools,
             "prompts": prompts,
             "resources": resources,
+            "forms": forms,
             "skipped": skipped,
         });
         print_out(&serde_json::to_string_pretty(&report)?);
@@ -177,6 +182,12 @@ pub async fn inspect(
         if let Some(description) = &resource.description {
             line!("    {}", description.replace('\n', "\n    "));
         }
+    }
+    if !forms.is_empty() {
+        line!("\nforms (asked of the user):");
+    }
+    for (name, schema) in &forms {
+        line!("  {name}: {}", serde_json::to_string(schema)?);
     }
     print_out(out.trim_end());
     Ok(ExitCode::SUCCESS)

@@ -209,6 +209,13 @@ impl Plugin {
             .saturating_sub(self.slots.available_permits())
     }
 
+    /// Its elicitation forms: each name, and the schema the client is sent.
+    pub fn forms(&self) -> impl Iterator<Item = (&str, &serde_json::Value)> {
+        self.forms
+            .iter()
+            .map(|(name, form)| (name.as_str(), &form.schema))
+    }
+
     /// Whether the plugin imports `moat:plugin/client` or `moat:plugin/tasks`: only then can
     /// its guests ask the client anything or go on as a task.
     pub fn asks_client(&self) -> bool {
