@@ -286,3 +286,31 @@ def test_a_modern_call_that_needs_an_undeclared_capability_is_refused(
     assert error["code"] == -32021
     assert error["data"]["requiredCapabilities"] == {"elicitation": {}}
     assert (notes / "first.md").exists()
+
+
+def test_moats_that_share_a_state_key_take_each_others_rounds(
+    moat_bin: Path, plugin: Callable[[str], Path], notes: Path, tmp_path: Path
+) -> None:
+    def served(key: str, name: str) -> HttpServer:
+        config = tmp_path / f"{name}.toml"
+        config.write_text(
+            f"[plugins.notebook]\npath = {json.dumps(str(plugin('notebook')))}\n"
+            f'files = [{{ host = {json.dumps(str(notes))}, guest = "/notes", mode = "rw" }}]\n'
+            f"[http]\nrequest_state_key = {json.dumps(key)}\n"
+        )
+        return HttpServer(moat_bin, ["--config", str(config)], tmp_path / f"{name}.stderr")
+
+    shared = "a shared key of at least thirty-two bytes"
+    first, second, other = served(shared, "first"), served(shared, "second"), served("x" * 40, "other")
+    try:
+        asked = post_delete(first, delete_call(1, "first")).message["result"]
+        answer = {"confirm": {"action": "accept", "content": {"confirm": True}}}
+        again = dict(inputResponses=answer, requestState=asked["requestState"])
+        refused = post_delete(other, delete_call(2, "first", **again))
+        assert refused.message["error"]["code"] == -32602
+        assert (notes / "first.md").exists()
+        done = post_delete(second, delete_call(3, "first", **again))
+        assert done.message["result"]["content"][0]["text"] == 'Deleted note "first".'
+    finally:
+        for server in (first, second, other):
+            server.stop()

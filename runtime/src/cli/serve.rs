@@ -46,6 +46,12 @@ pub async fn serve(
         .or_else(|| std::env::var("OTEL_EXPORTER_OTLP_ENDPOINT").ok())
         .filter(|e| !e.is_empty());
     let tool_sets = service.tool_sets(&policy.deny_tools);
+    let sealer = service
+        .request_state_key
+        .as_deref()
+        .map(moat::mcp::request_state::Sealer::with_key)
+        .transpose()
+        .map_err(anyhow::Error::msg)?;
     let stdio_principal = Principal::stdio(service.stdio_principal.as_deref().unwrap_or("stdio"));
     let http = match http {
         Some((addr, flags)) => Some((
@@ -91,6 +97,9 @@ pub async fn serve(
     catalogue.set_tool_sets(tool_sets);
     if let Some(endpoint) = &otlp_endpoint {
         catalogue.set_traces(moat::mcp::traces::Traces::new(endpoint)?);
+    }
+    if let Some(sealer) = sealer {
+        catalogue.set_sealer(sealer);
     }
     // From now on, a change of what is served (or SIGHUP) reloads it.
     moat::serve::watch::spawn(served, loader, catalogue.clone(), &sources)?;

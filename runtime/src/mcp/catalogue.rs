@@ -63,7 +63,7 @@ struct Inner {
     /// Where the spans of calls go, when traces are on.
     traces: std::sync::OnceLock<Traces>,
     /// Seals the state of 2026-07-28 calls that ask the client something.
-    sealer: Sealer,
+    sealer: std::sync::RwLock<Arc<Sealer>>,
     /// Legacy sessions with the resource URIs each subscribed to.
     watchers: Mutex<Vec<(Peer<RoleServer>, Subscribed)>>,
     /// The calls that went on as tasks.
@@ -103,7 +103,7 @@ impl Catalogue {
                 metrics: Metrics::default(),
                 tool_sets: Mutex::default(),
                 traces: std::sync::OnceLock::new(),
-                sealer: Sealer::default(),
+                sealer: std::sync::RwLock::new(Arc::new(Sealer::default())),
                 watchers: Mutex::default(),
                 tasks: Arc::default(),
                 updates: tokio::sync::broadcast::Sender::new(MAX_PENDING_UPDATES),
@@ -224,8 +224,13 @@ impl Catalogue {
     }
 
     /// What seals the state of calls that ask the client something.
-    pub fn sealer(&self) -> &Sealer {
-        &self.inner.sealer
+    pub fn sealer(&self) -> Arc<Sealer> {
+        self.inner.sealer.read().expect("sealer lock").clone()
+    }
+
+    /// Seals request states with `sealer` from now on (a key shared with other moats).
+    pub fn set_sealer(&self, sealer: Sealer) {
+        *self.inner.sealer.write().expect("sealer lock") = Arc::new(sealer);
     }
 
     /// Tells this legacy session of updates of the resources in `subscribed`, as long as it lasts.

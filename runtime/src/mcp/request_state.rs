@@ -23,6 +23,15 @@ pub struct Sealer {
     codec: RequestStateCodec,
 }
 
+impl Sealer {
+    /// A sealer with `key`, which every moat serving the same clients shares.
+    pub fn with_key(key: &[u8]) -> Result<Self, String> {
+        RequestStateCodec::try_new(key.to_vec())
+            .map(|codec| Self { codec })
+            .map_err(|e| e.to_string())
+    }
+}
+
 impl Default for Sealer {
     /// A sealer with a fresh random key: states do not outlive the process.
     fn default() -> Self {

@@ -26,6 +26,7 @@
 //! trusted_proxies = ["127.0.0.1"]
 //! tls_cert = "tls/cert.pem"
 //! tls_key = "tls/key.pem"
+//! request_state_key = "${secret:REQUEST_STATE_KEY}"   # the same for every replica
 //! ```
 
 use std::collections::{BTreeMap, HashMap};
@@ -41,6 +42,9 @@ use crate::access::credentials::parse_hashed;
 use crate::access::oauth::{self, introspection, jwks};
 use crate::access::quotas::Quota;
 use crate::access::tool_sets::{Pattern, Rule, ToolSets, Who};
+
+/// The shortest key that may seal request states (HMAC-SHA256 wants 256 bits).
+const MIN_STATE_KEY_BYTES: usize = 32;
 
 /// `[auth]`: how HTTP callers prove who they are. With none of `api_keys` and `oauth`, every
 /// request must carry the local token (`token_file`).
@@ -173,6 +177,11 @@ pub(super) struct HttpEntry {
     /// Serve `/metrics` on this address (`HOST:PORT`) without authentication, instead of beside
     /// `/mcp` behind it.
     metrics: Option<SocketAddr>,
+    /// The key that seals the `requestState` of 2026-07-28 calls that ask the client
+    /// something, at least 32 bytes, usually `${secret:NAME}`: give every moat behind one
+    /// address the same, so that a client's next round may reach any of them. Default: a key
+    /// made at start, known to this process only.
+    request_state_key: Option<String>,
 }
 
 /// `[telemetry]`: traces of tool calls over OTLP/HTTP, off unless an endpoint is given here,
@@ -206,6 +215,8 @@ pub struct Service {
     pub tls: Option<(PathBuf, PathBuf)>,
     pub metrics: Option<SocketAddr>,
     pub otlp_endpoint: Option<String>,
+    /// The key request states are sealed with, when moat.toml gives one.
+    pub request_state_key: Option<Vec<u8>>,
 }
 
 impl Service {
@@ -306,6 +317,17 @@ pub(super) fn parse(tables: Tables) -> Result<Service> {
         _ => bail!("[http]: give both tls_cert and tls_key, or neither"),
     };
     service.metrics = http.metrics;
+    if let Some(key) = &http.request_state_key {
+        let key = (tables.expand)(key).context("[http] request_state_key")?;
+        if key.len() < MIN_STATE_KEY_BYTES {
+            bail!(
+                "[http] request_state_key must be at least {MIN_STATE_KEY_BYTES} bytes (it is {}); \
+                 `openssl rand -base64 48` makes one",
+                key.len()
+            );
+        }
+        service.request_state_key = Some(key.into_bytes());
+    }
     service.otlp_endpoint = tables.telemetry.unwrap_or_default().otlp_endpoint;
     Ok(service)
 }
@@ -387,11 +409,14 @@ mod tests {
             hosts = ["tools.example.com"]
             tls_cert = "tls/cert.pem"
             tls_key = "tls/key.pem"
+            request_state_key = "${secret:S}"
             [telemetry]
             otlp_endpoint = "http://127.0.0.1:4318"
             "#,
         )
         .unwrap();
+        let key = format!("sha256:{}", "a".repeat(64)).into_bytes();
+        assert_eq!(service.request_state_key, Some(key));
         assert_eq!(service.api_keys, vec![("ci".to_string(), [0xaa; 32])]);
         let oauth = service.oauth.unwrap();
         assert_eq!(oauth.issuer, "https://id.example.com");
@@ -443,6 +468,10 @@ mod tests {
             (
                 "[http]\norigins = [\"app.example.com\"]",
                 "needs its scheme",
+            ),
+            (
+                "[http]\nrequest_state_key = \"short\"",
+                "request_state_key must be at least 32 bytes (it is 5)",
             ),
             (
                 "[http]\nmax_sessions = 0",
