@@ -51,7 +51,7 @@ pub async fn inspect(
         .resources
         .iter()
         .map(|resource| {
-            let uri = format!("{}://{}", plugin.scheme, resource.template);
+            let uri = plugin.uri(&resource.template);
             let key = if resource.is_template() {
                 "uriTemplate"
             } else {
@@ -178,7 +178,7 @@ pub async fn inspect(
     }
     for resource in &plugin.resources {
         let mime = resource.mime_type.as_deref().unwrap_or("type not declared");
-        line!("  {}://{}  ({mime})", plugin.scheme, resource.template);
+        line!("  {}  ({mime})", plugin.uri(&resource.template));
         if let Some(description) = &resource.description {
             line!("    {}", description.replace('\n', "\n    "));
         }

@@ -249,8 +249,7 @@ impl MoatServer {
             .into_iter()
             .filter(|(_, r)| !r.is_template())
             .map(|(plugin, r)| {
-                let mut mcp =
-                    Resource::new(format!("{}://{}", plugin.scheme, r.template), &r.function);
+                let mut mcp = Resource::new(plugin.uri(&r.template), &r.function);
                 mcp.description = r.description.clone();
                 mcp.mime_type = r.mime_type.clone();
                 mcp
@@ -271,10 +270,7 @@ impl MoatServer {
             .into_iter()
             .filter(|(_, r)| r.is_template())
             .map(|(plugin, r)| {
-                let mut mcp = ResourceTemplate::new(
-                    format!("{}://{}", plugin.scheme, r.template),
-                    &r.function,
-                );
+                let mut mcp = ResourceTemplate::new(plugin.uri(&r.template), &r.function);
                 mcp.description = r.description.clone();
                 mcp.mime_type = r.mime_type.clone();
                 mcp
@@ -403,9 +399,7 @@ impl MoatServer {
                     .catalogue
                     .resources(&registry, principal)
                     .into_iter()
-                    .find(|(plugin, r)| {
-                        format!("{}://{}", plugin.scheme, r.template) == reference.uri
-                    })
+                    .find(|(plugin, r)| plugin.uri(&r.template) == reference.uri)
                     .ok_or_else(|| unknown("unknown resource template"))?;
                 let template = resource.template.to_string();
                 let variable = resource

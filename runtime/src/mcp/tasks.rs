@@ -79,11 +79,9 @@ enum State {
 
 impl Entry {
     fn task(&self, id: &str) -> Task {
-        let mut task = Task::new(id, self.status(), &self.created_at, &self.updated_at)
+        Task::new(id, self.status(), &self.created_at, &self.updated_at)
             .with_ttl_ms(TASK_TTL.as_millis() as u64)
-            .with_poll_interval_ms(POLL_INTERVAL_MS);
-        task.status = self.status();
-        task
+            .with_poll_interval_ms(POLL_INTERVAL_MS)
     }
 
     fn status(&self) -> TaskStatus {

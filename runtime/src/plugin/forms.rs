@@ -12,7 +12,7 @@ use wasmtime::component::Type;
 use super::discover::Found;
 use crate::sandbox::host::{Answers, AskError, Client, Declared, Detach, Question};
 use crate::wit::docs::FunctionDocs;
-use crate::wit::schema::{Budget, object_schema};
+use crate::wit::schema::{Budget, integer_range, object_schema};
 use crate::wit::values::args_from_json;
 
 /// The schema nodes one form may take: forms are flat.
@@ -40,22 +40,11 @@ impl Form {
             .collect();
         // MCP's forms hold primitive fields only.
         let primitive = |ty: &Type| {
-            matches!(
-                ty,
-                Type::Bool
-                    | Type::String
-                    | Type::Enum(_)
-                    | Type::Float32
-                    | Type::Float64
-                    | Type::U8
-                    | Type::U16
-                    | Type::U32
-                    | Type::U64
-                    | Type::S8
-                    | Type::S16
-                    | Type::S32
-                    | Type::S64
-            )
+            integer_range(ty).is_some()
+                || matches!(
+                    ty,
+                    Type::Bool | Type::String | Type::Enum(_) | Type::Float32 | Type::Float64
+                )
         };
         if let Some((name, _)) = params.iter().find(|(_, ty)| match ty {
             Type::Option(option) => !primitive(&option.ty()),

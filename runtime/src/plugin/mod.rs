@@ -67,7 +67,7 @@ pub struct Plugin {
     /// Its elicitation forms, by function name.
     forms: Arc<forms::Forms>,
     /// The URI scheme of its resources (see [`crate::wit::naming::resource_scheme`]).
-    pub scheme: String,
+    pub scheme: Arc<str>,
     /// Exported functions that offer nothing, with the reason.
     pub skipped: Vec<(String, String)>,
     /// The names of the interfaces the component imports.
@@ -209,6 +209,11 @@ impl Plugin {
             .saturating_sub(self.slots.available_permits())
     }
 
+    /// The full URI of `path` (a resource's URI as the plugin declares it) under its scheme.
+    pub fn uri(&self, path: &impl std::fmt::Display) -> String {
+        format!("{}://{path}", self.scheme)
+    }
+
     /// Its elicitation forms: each name, and the schema the client is sent.
     pub fn forms(&self) -> impl Iterator<Item = (&str, &serde_json::Value)> {
         self.forms
@@ -292,7 +297,7 @@ impl Plugin {
             resources,
             completions: discovered.completions,
             forms: Arc::new(discovered.forms),
-            scheme: scheme.unwrap_or_default(),
+            scheme: scheme.unwrap_or_default().into(),
             skipped: discovered.skipped,
             imports,
             digest: fetched.digest,

@@ -11,7 +11,7 @@ use super::{CallError, Exchange, Export, Plugin};
 use crate::sandbox::network::Denials;
 use crate::wit::docs::FunctionDocs;
 use crate::wit::naming::{camel_case, tool_name};
-use crate::wit::output::{is_prompt_messages, prompt_messages};
+use crate::wit::output::{is_prompt_message, prompt_messages};
 use crate::wit::values::args_from_json;
 
 /// One prompt.
@@ -52,8 +52,8 @@ impl Prompt {
         docs: Option<FunctionDocs<'_>>,
     ) -> Result<Self, String> {
         let fallible = match found.ty.results().next() {
-            Some(Type::List(list)) if is_prompt_messages(&list.ty()) => false,
-            Some(Type::Result(result)) if matches!(result.ok(), Some(Type::List(list)) if is_prompt_messages(&list.ty())) => {
+            Some(Type::List(list)) if is_prompt_message(&list.ty()) => false,
+            Some(Type::Result(result)) if matches!(result.ok(), Some(Type::List(list)) if is_prompt_message(&list.ty())) => {
                 true
             }
             _ => {

@@ -206,7 +206,7 @@ impl Registry {
             ));
         }
         if !plugin.resources.is_empty()
-            && let Some(&other) = self.schemes.get(&plugin.scheme)
+            && let Some(&other) = self.schemes.get(&*plugin.scheme)
         {
             return Some(anyhow::anyhow!(
                 "plugin \"{}\" is not loaded: its resources would share the URI scheme `{}:` \
@@ -253,7 +253,7 @@ impl Registry {
                 .insert(prompt.name.clone(), (plugin_index, prompt_index));
         }
         if !plugin.resources.is_empty() {
-            self.schemes.insert(plugin.scheme.clone(), plugin_index);
+            self.schemes.insert(plugin.scheme.to_string(), plugin_index);
         }
         self.plugins.push(plugin);
     }

@@ -271,7 +271,7 @@ fn bytes_of(list: &[Val]) -> Result<Vec<u8>, String> {
 }
 
 /// Whether `ty` has the shape of `moat:plugin/prompt.message`.
-pub fn is_prompt_messages(ty: &Type) -> bool {
+pub fn is_prompt_message(ty: &Type) -> bool {
     let Type::Record(record) = ty else {
         return false;
     };

@@ -65,7 +65,7 @@ async fn serves_the_tool_names_the_suite_calls() {
     let uris: Vec<String> = test
         .resources
         .iter()
-        .map(|r| format!("{}://{}", test.scheme, r.template))
+        .map(|r| test.uri(&r.template))
         .collect();
     assert_eq!(
         uris,

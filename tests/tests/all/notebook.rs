@@ -126,7 +126,7 @@ async fn prompts_resources_and_completions_come_from_the_wit() {
             ("notes/{name}".to_string(), Some("text/markdown"), true),
         ]
     );
-    assert_eq!(notebook.scheme, "notebook");
+    assert_eq!(&*notebook.scheme, "notebook");
 
     let (suggestions, more) = notebook
         .complete(Completing::Prompt("summarize"), "name", "fi")
