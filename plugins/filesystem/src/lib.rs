@@ -117,9 +117,10 @@ impl Guest for Filesystem {
         if diff.is_empty() {
             return Ok(format!("no change: the edits leave {name} as it was"));
         }
-        if !dry_run {
-            write_atomically(&target, after.as_bytes())?;
+        if dry_run {
+            return Ok(format!("Dry run: no changes were written.\n{diff}"));
         }
+        write_atomically(&target, after.as_bytes())?;
         Ok(diff)
     }
 
