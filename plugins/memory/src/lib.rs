@@ -35,6 +35,24 @@ impl Guest for Memory {
 
     fn create_relations(relations: Vec<Relation>) -> Result<Vec<Relation>, String> {
         change(|graph| {
+            let names: HashSet<&str> = graph.entities.iter().map(|e| e.name.as_str()).collect();
+            let mut missing: Vec<&str> = Vec::new();
+            for name in relations
+                .iter()
+                .flat_map(|r| [r.from.as_str(), r.to.as_str()])
+            {
+                if !names.contains(name) && !missing.contains(&name) {
+                    missing.push(name);
+                }
+            }
+            if !missing.is_empty() {
+                let quoted: Vec<String> = missing.iter().map(|name| format!("{name:?}")).collect();
+                return Err(format!(
+                    "no entity is named {}; nothing was changed (create-entities makes {})",
+                    or_list(&quoted),
+                    if missing.len() == 1 { "it" } else { "them" }
+                ));
+            }
             let mut created = Vec::new();
             for relation in relations {
                 if !graph.relations.iter().any(|r| same(r, &relation)) {
@@ -173,6 +191,15 @@ fn subgraph(graph: Graph, keep: impl Fn(&Entity) -> bool) -> Graph {
 
 fn same(a: &Relation, b: &Relation) -> bool {
     a.from == b.from && a.to == b.to && a.relation_type == b.relation_type
+}
+
+/// `a`, `a or b`, `a, b or c`.
+fn or_list(items: &[String]) -> String {
+    match items {
+        [] => String::new(),
+        [one] => one.clone(),
+        [rest @ .., last] => format!("{} or {last}", rest.join(", ")),
+    }
 }
 
 /// Removes repeated items, keeping the first of each.
