@@ -78,7 +78,9 @@ fn walk(docs: &PluginDocs, section: &[u8]) {
                 .unwrap_or_else(|| panic!("no docs found for {export}#{name}"));
             let _ = found.description();
             for param in &function.params {
-                if let (_, Some(ty)) = found.param(&param.name) {
+                let param = found.param(&param.name);
+                let _ = param.constraints;
+                if let Some(ty) = param.ty {
                     walk_type(ty, &names, &mut budget);
                 }
             }
@@ -112,7 +114,7 @@ fn walk_type(ty: TypeDocs<'_>, names: &[String], budget: &mut usize) {
     let _ = ty.description();
     let mut inner: Vec<TypeDocs<'_>> = Vec::new();
     for name in names {
-        inner.extend(ty.field(name).1);
+        inner.extend(ty.field(name).ty);
         inner.extend(ty.case(name).1);
     }
     inner.extend(ty.element());

@@ -60,7 +60,7 @@ static FUNCTIONS: LazyLock<Vec<Function>> = LazyLock::new(|| {
                     func.params().map(|(n, t)| (n.to_string(), t)).collect();
                 let arguments = object_schema(
                     params.iter().map(|(n, t)| (n.as_str(), t.clone())),
-                    |_| (None, None),
+                    |_| Default::default(),
                     &mut Budget::new(MAX_TOOL_SCHEMA_NODES),
                 )
                 .unwrap();

@@ -75,6 +75,7 @@ pub async fn inspect(
         .map(|(export, reason)| json!({"export": export, "reason": reason}))
         .collect();
     let ungranted = moat::sandbox::grants::ungranted(&plugin.imports, &plugin.grants);
+    let findings = moat::plugin::lint::lint(&plugin);
     if as_json {
         let report = json!({
             "plugin": &*plugin.name,
@@ -91,6 +92,10 @@ pub async fn inspect(
             "resources": resources,
             "forms": forms,
             "skipped": skipped,
+            "lint": findings
+                .iter()
+                .map(|f| json!({"subject": f.subject, "message": f.message}))
+                .collect::<Vec<_>>(),
         });
         print_out(&serde_json::to_string_pretty(&report)?);
         return Ok(ExitCode::SUCCESS);
@@ -189,6 +194,10 @@ pub async fn inspect(
     for (name, schema) in &forms {
         line!("  {name}: {}", serde_json::to_string(schema)?);
     }
+    line!(
+        "\nlint: {}",
+        super::lint::render(&plugin.name, &findings).trim_end()
+    );
     print_out(out.trim_end());
     Ok(ExitCode::SUCCESS)
 }

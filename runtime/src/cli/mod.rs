@@ -2,6 +2,7 @@
 
 mod hosts;
 mod inspect;
+mod lint;
 mod load;
 mod policy;
 mod serve;
@@ -80,6 +81,25 @@ enum Command {
         #[arg(long)]
         json: bool,
         /// Inspect the plugin with the grants this moat.toml gives it.
+        #[arg(long)]
+        config: Option<PathBuf>,
+        #[command(flatten)]
+        trust: TrustArgs,
+    },
+    /// Point out what in a plugin makes a model choose or call its tools wrong: tools and
+    /// parameters without descriptions, limits stated in prose that the schema does not
+    /// enforce, siblings named as WIT spells them, no word of when to use a tool, missing hints.
+    Lint {
+        /// Files, https:// URLs or oci:// references; with --config, plugin names in it.
+        #[arg(required = true)]
+        plugins: Vec<String>,
+        /// Exit 1 when there is any finding (for CI).
+        #[arg(long)]
+        strict: bool,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+        /// Lint the plugins as this moat.toml configures them.
         #[arg(long)]
         config: Option<PathBuf>,
         #[command(flatten)]
@@ -301,6 +321,16 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         } => {
             let policy = Policy::resolve(trust.policy.as_deref())?;
             inspect(&plugin, config.as_deref(), json, &policy).await
+        }
+        Command::Lint {
+            plugins,
+            strict,
+            json,
+            config,
+            trust,
+        } => {
+            let policy = Policy::resolve(trust.policy.as_deref())?;
+            lint::run(&plugins, config.as_deref(), strict, json, &policy).await
         }
         Command::Pull { source } => pull(&source).await,
         Command::Push { file, reference } => push(&file, &reference).await,

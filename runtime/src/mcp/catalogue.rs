@@ -23,6 +23,7 @@ use tokio::sync::watch;
 use crate::access::Principal;
 use crate::access::tool_sets::ToolSets;
 use crate::mcp::audit::AuditLog;
+use crate::mcp::instructions;
 use crate::mcp::metrics::Metrics;
 use crate::mcp::request_state::Sealer;
 use crate::mcp::tasks::Tasks;
@@ -163,6 +164,22 @@ impl Catalogue {
         self.tool_sets()
             .allows(principal, &plugin.name, &tool.name)
             .then_some((plugin, tool))
+    }
+
+    /// The server's `instructions` for `principal`: what each plugin it may use says of
+    /// itself (a plugin none of whose tools, prompts or resources it sees is not named).
+    pub fn instructions(&self, registry: &Registry, principal: &Principal) -> String {
+        let sets = self.tool_sets();
+        let visible = registry.plugins().iter().filter(|plugin| {
+            let names = plugin.tools.iter().map(|t| &t.name);
+            let names = names
+                .chain(plugin.prompts.iter().map(|p| &p.name))
+                .chain(plugin.resources.iter().map(|r| &r.name));
+            names
+                .into_iter()
+                .any(|name| sets.allows(principal, &plugin.name, name))
+        });
+        instructions::compose(visible.map(|plugin| (&*plugin.name, plugin.summary.as_deref())))
     }
 
     /// The prompt named `name`, if `principal` may see it (tool sets match prompt names as they

@@ -6,6 +6,7 @@ pub mod asking;
 pub mod audit;
 pub mod catalogue;
 pub mod http;
+pub mod instructions;
 pub mod metrics;
 pub mod request_state;
 pub mod server;

@@ -9,13 +9,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ClientCapabilities,
-    CompleteRequestParams, CompleteResult, ContentBlock, CreateTaskResult, GetPromptRequestParams,
-    GetPromptResponse, GetTaskParams, GetTaskResult, Implementation, InitializeRequestParams,
-    InitializeResult, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
-    ListToolsResult, LoggingLevel, LoggingMessageNotificationParam, PaginatedRequestParams,
-    ProgressNotificationParam, ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities,
-    ServerConfig, SetLevelRequestParams, SubscribeRequestParams, SubscriptionFilter, Tool,
+    CacheScope, CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams,
+    ClientCapabilities, CompleteRequestParams, CompleteResult, ContentBlock, CreateTaskResult,
+    DiscoverResult, GetPromptRequestParams, GetPromptResponse, GetTaskParams, GetTaskResult,
+    Implementation, InitializeRequestParams, InitializeResult, ListPromptsResult,
+    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, LoggingLevel,
+    LoggingMessageNotificationParam, PaginatedRequestParams, ProgressNotificationParam,
+    ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities, ServerConfig,
+    SetLevelRequestParams, SubscribeRequestParams, SubscriptionFilter, Tool,
     UnsubscribeRequestParams, UpdateTaskParams,
 };
 use rmcp::service::{NotificationContext, Peer, RequestContext, SubscriptionContext};
@@ -26,6 +27,7 @@ use tokio::sync::mpsc;
 use crate::access::Principal;
 use crate::mcp::audit::{self, Outcome};
 use crate::mcp::catalogue::{Catalogue, Subscribed};
+use crate::mcp::instructions;
 use crate::mcp::request_state::Binding;
 use crate::mcp::surface::{Asking, Unfinished, no_subscriptions};
 use crate::mcp::tasks::Job;
@@ -310,12 +312,28 @@ impl ServerHandler for MoatServer {
                 .build(),
         );
         info.server_info = Implementation::new("moat", env!("CARGO_PKG_VERSION"));
-        info.instructions = Some(
-            "Tools run as sandboxed WebAssembly components; each one can reach only what its \
-             operator granted."
-                .into(),
-        );
+        // The plugins' own words come with `initialize` and `server/discover`, which know who
+        // is asking (see `Catalogue::instructions`).
+        info.instructions = Some(instructions::compose(std::iter::empty()));
         info
+    }
+
+    async fn discover(
+        &self,
+        context: RequestContext<RoleServer>,
+    ) -> Result<DiscoverResult, McpError> {
+        let mut result = DiscoverResult::from_server_info(
+            self.supported_protocol_versions().into_owned(),
+            self.get_info(),
+        );
+        let principal = self.principal_of(&context.extensions);
+        result.instructions = Some(
+            self.catalogue
+                .instructions(&self.catalogue.current(), principal),
+        );
+        // What it says depends on who asked.
+        result.cache_scope = CacheScope::Private;
+        Ok(result)
     }
 
     async fn initialize(
@@ -325,7 +343,13 @@ impl ServerHandler for MoatServer {
     ) -> Result<InitializeResult, McpError> {
         self.in_session.store(true, Ordering::Relaxed);
         context.peer.set_peer_info(request.clone());
-        self.negotiate_initialize(&request)
+        let mut result = self.negotiate_initialize(&request)?;
+        let principal = self.principal_of(&context.extensions);
+        result.instructions = Some(
+            self.catalogue
+                .instructions(&self.catalogue.current(), principal),
+        );
+        Ok(result)
     }
 
     async fn list_tools(

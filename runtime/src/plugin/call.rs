@@ -1,11 +1,12 @@
 //! Calling a tool: a call slot, a fresh instance, the arguments in, the result out, and what
 //! a failed call tells its caller.
 
+use std::borrow::Cow;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use anyhow::Result;
-use rmcp::model::{CallToolResult, JsonObject};
+use rmcp::model::{CallToolResult, ContentBlock, JsonObject};
 use tokio::sync::SemaphorePermit;
 use wasmtime::component::Val;
 
@@ -18,7 +19,6 @@ use crate::sandbox::host::{Client, Detached, EventSink, InputRequired, MissingCa
 use crate::sandbox::instances::{Fresh, MakeError};
 use crate::sandbox::limits::DeadlineExceeded;
 use crate::sandbox::network::Denials;
-use crate::wit::values::args_from_json;
 
 impl Plugin {
     /// Runs `tool` with `args` in a new instance.
@@ -60,7 +60,7 @@ impl Plugin {
         exchange: Exchange,
     ) -> CallOutcome {
         let mut denials = Denials::default();
-        let result = match args_from_json(&tool.params, args) {
+        let result = match tool.arguments(args) {
             Ok(params) => {
                 let export = Export {
                     name: &tool.name,
@@ -77,8 +77,26 @@ impl Plugin {
             Err(error) => Err(CallError::InvalidArguments(error)),
         };
         let denials = denials.take();
-        let result = result.map(|r| with_denials(r, &denials));
+        let result = result.map(|r| with_denials(self.name_references(r, tool), &denials));
         CallOutcome { result, denials }
+    }
+
+    /// A tool error's text, naming the plugin's functions and the tool's parameters as the
+    /// model knows them (see [`crate::wit::references::References`]).
+    fn name_references(&self, mut result: CallToolResult, tool: &Tool) -> CallToolResult {
+        if result.is_error != Some(true) {
+            return result;
+        }
+        let names = tool.argument_names();
+        let params: Vec<&str> = names.iter().map(String::as_str).collect();
+        for block in &mut result.content {
+            if let ContentBlock::Text(text) = block
+                && let Cow::Owned(new) = self.references.rewrite(&text.text, &params)
+            {
+                text.text = new;
+            }
+        }
+        result
     }
 
     /// The bytes moat has written to its log for this plugin's guests (their `log` messages,

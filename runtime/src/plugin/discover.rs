@@ -17,9 +17,11 @@ use super::forms::{Form, Forms};
 use super::prompts::Prompt;
 use super::resources::Resource;
 use super::{MAX_PLUGIN_SCHEMA_NODES, MAX_TOOL_SCHEMA_NODES, MAX_TOOLS, Tool};
+use crate::wit::constraints::Check;
 use crate::wit::docs::{FunctionDocs, PluginDocs};
 use crate::wit::naming::{MAX_TOOL_NAME, ToolRules, interface_name, tool_name};
 use crate::wit::output::Returns;
+use crate::wit::references::References;
 use crate::wit::schema::{Budget, SchemaError, object_schema};
 use crate::wit::{defs, tags};
 
@@ -33,6 +35,8 @@ pub(super) struct Discovered {
     pub completions: Completions,
     pub forms: Forms,
     pub skipped: Vec<(String, String)>,
+    /// The MCP names of its functions, for its docs and errors.
+    pub references: References,
 }
 
 /// One exported function.
@@ -156,8 +160,19 @@ pub(super) fn discover(
         })
         .collect();
     let names = crate::wit::naming::apply(plugin, rules, &defaults)?;
+    discovered.references = References::new(
+        found
+            .iter()
+            .zip(&names)
+            .map(|(f, name)| (f.function.as_str(), name.as_deref())),
+    );
 
-    let Discovered { tools, skipped, .. } = &mut discovered;
+    let Discovered {
+        tools,
+        skipped,
+        references,
+        ..
+    } = &mut discovered;
     let mut plugin_nodes_left = MAX_PLUGIN_SCHEMA_NODES;
     for (f, name) in found.iter().zip(names) {
         let export = f.export();
@@ -187,11 +202,12 @@ pub(super) fn discover(
         );
         plugin_nodes_left -= MAX_TOOL_SCHEMA_NODES.min(plugin_nodes_left) - budget.left();
         match described {
-            Ok(tool) => tools.push(tool),
+            Ok(tool) => tools.push(tool.with_references(references)),
             Err(NotATool::Tags(why)) => skipped.push((export, why)),
             Err(NotATool::Schema(SchemaError::Unsupported(unsupported))) => {
                 skipped.push((export, unsupported.to_string()))
             }
+            Err(NotATool::Schema(SchemaError::Invalid(why))) => skipped.push((export, why)),
             Err(NotATool::Schema(SchemaError::TooLarge)) if per_tool => bail!(
                 "plugin \"{plugin}\": the JSON Schemas of tool `{name}` ({export}) would have \
                  more than {MAX_TOOL_SCHEMA_NODES} nodes, the most one tool may have"
@@ -233,34 +249,122 @@ fn describe_tool(
     budget: &mut Budget,
 ) -> Result<Tool, NotATool> {
     let params: Vec<(String, Type)> = ty.params().map(|(n, t)| (n.to_string(), t)).collect();
+    if let Some(docs) = docs
+        && let Some(unknown) = docs.constrained_params().find(|p| !docs.has_param(p))
+    {
+        return Err(NotATool::Tags(format!(
+            "@schema names \"{unknown}\", which is no parameter"
+        )));
+    }
     let results: Vec<Type> = ty.results().collect();
     let returns = Returns::of(results.first().cloned());
     let input = object_schema(
         params.iter().map(|(n, t)| (n.as_str(), t.clone())),
-        |param| docs.map_or((None, None), |d| d.param(param)),
+        |param| docs.map(|d| d.param(param)).unwrap_or_default(),
         budget,
     )?;
+    let narrowed = budget.narrowed();
     let output = returns.output_schema(docs.and_then(|d| d.result()), budget)?;
     let mut input = into_object(defs::factor(input));
+    let check = narrowed
+        .then(|| Check::new(&input).map(Arc::new))
+        .transpose()
+        .map_err(NotATool::Tags)?;
     let tagged = tags::mirror_headers(&mut input, docs).and_then(|()| tags::annotations(docs));
     let (title, annotations) = tagged.map_err(NotATool::Tags)?;
     let task_required = tags::task_required(docs).map_err(NotATool::Tags)?;
-    let description = docs
-        .and_then(|d| d.description())
+    let documented = docs.and_then(|d| d.description());
+    let description = documented
+        .clone()
         .unwrap_or_else(|| format!("Calls `{export}` of the plugin \"{plugin}\"."));
     Ok(Tool {
         name,
         export,
         description,
+        documented: documented.is_some(),
         title,
         annotations,
         task_required,
         input_schema: Arc::new(input),
         output_schema: output.map(|o| Arc::new(into_object(defs::factor(o)))),
+        check,
         params,
         returns,
         index,
     })
+}
+
+impl Tool {
+    /// The tool with its description, and the descriptions in its schemas, naming functions
+    /// and parameters as the model knows them.
+    fn with_references(mut self, references: &References) -> Self {
+        let names = self.argument_names();
+        let params: Vec<&str> = names.iter().map(String::as_str).collect();
+        // A description moat made up names the export as it is.
+        if self.documented {
+            self.description = references.rewrite(&self.description, &params).into_owned();
+        }
+        let mut input = (*self.input_schema).clone();
+        rewrite_descriptions(&mut input, references, &params);
+        self.input_schema = Arc::new(input);
+        if let Some(output) = &self.output_schema {
+            let mut output = (**output).clone();
+            rewrite_descriptions(&mut output, references, &params);
+            self.output_schema = Some(Arc::new(output));
+        }
+        self
+    }
+}
+
+impl Tool {
+    /// The WIT names of its parameters and of every record field in them: what its docs and
+    /// errors may name.
+    pub(super) fn argument_names(&self) -> Vec<String> {
+        fn fields(ty: &Type, names: &mut Vec<String>, depth: usize) {
+            // Deep enough for any real argument; a type nested further is named by its top.
+            if depth > 8 {
+                return;
+            }
+            match ty {
+                Type::Record(record) => {
+                    for field in record.fields() {
+                        if !names.iter().any(|n| n == field.name) {
+                            names.push(field.name.to_string());
+                        }
+                        fields(&field.ty, names, depth + 1);
+                    }
+                }
+                Type::List(list) => fields(&list.ty(), names, depth + 1),
+                Type::Option(option) => fields(&option.ty(), names, depth + 1),
+                _ => {}
+            }
+        }
+        let mut names: Vec<String> = self.params.iter().map(|(p, _)| p.clone()).collect();
+        for (_, ty) in &self.params {
+            fields(ty, &mut names, 0);
+        }
+        names
+    }
+}
+
+/// Rewrites every `description` in a schema (see [`References`]).
+fn rewrite_descriptions(schema: &mut JsonObject, references: &References, params: &[&str]) {
+    for (key, value) in schema.iter_mut() {
+        match value {
+            Value::String(text) if key == "description" => {
+                if let std::borrow::Cow::Owned(new) = references.rewrite(text, params) {
+                    *text = new;
+                }
+            }
+            Value::Object(object) => rewrite_descriptions(object, references, params),
+            Value::Array(items) => {
+                for item in items.iter_mut().filter_map(Value::as_object_mut) {
+                    rewrite_descriptions(item, references, params);
+                }
+            }
+            _ => {}
+        }
+    }
 }
 
 fn into_object(value: Value) -> JsonObject {

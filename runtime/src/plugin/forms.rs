@@ -56,7 +56,7 @@ impl Form {
         }
         let mut schema = object_schema(
             params.iter().map(|(n, t)| (n.as_str(), t.clone())),
-            |param| docs.map_or((None, None), |d| d.param(param)),
+            |param| docs.map(|d| d.param(param)).unwrap_or_default(),
             &mut Budget::new(MAX_FORM_NODES),
         )
         .map_err(|e| format!("its fields have no schema: {e:?}"))?;

@@ -22,15 +22,18 @@ use crate::sandbox::limits::Limits;
 use crate::supply::cache::Cache;
 use crate::supply::lock::{self, Entry};
 use crate::supply::source::{Digest, Fetched, Source};
+use crate::wit::constraints::Check;
 use crate::wit::docs::PluginDocs;
 use crate::wit::naming::ToolRules;
 use crate::wit::output::Returns;
-use crate::wit::values::ArgError;
+use crate::wit::references::References;
+use crate::wit::values::{ArgError, args_from_json};
 
 mod call;
 pub mod completions;
 mod discover;
 mod forms;
+pub mod lint;
 pub mod prompts;
 pub mod registry;
 pub mod resources;
@@ -70,6 +73,8 @@ pub struct Plugin {
     pub scheme: Arc<str>,
     /// Exported functions that offer nothing, with the reason.
     pub skipped: Vec<(String, String)>,
+    /// The MCP names of its functions, for the errors its tools return.
+    references: Arc<References>,
     /// The names of the interfaces the component imports.
     pub imports: Vec<String>,
     /// The sha256 of the component: what identifies this plugin, whatever its source.
@@ -93,6 +98,8 @@ pub struct Tool {
     /// Where the function is exported: `interface#function` or `function`.
     pub export: String,
     pub description: String,
+    /// Whether the description is the plugin's own, not one moat made up.
+    pub documented: bool,
     /// Its display title and annotations, from its doc tags (see [`crate::wit::tags`]).
     pub title: Option<String>,
     pub annotations: Option<rmcp::model::ToolAnnotations>,
@@ -100,9 +107,28 @@ pub struct Tool {
     pub task_required: bool,
     pub input_schema: Arc<JsonObject>,
     pub output_schema: Option<Arc<JsonObject>>,
+    /// The check of what `@schema` tags add to the parameters' types, if they add anything.
+    check: Option<Arc<Check>>,
     params: Vec<(String, Type)>,
     returns: Returns,
     index: ComponentExportIndex,
+}
+
+impl Tool {
+    /// The parameters from a call's JSON `args`, checked against their types and then against
+    /// what the tool's `@schema` tags add, before any guest code runs.
+    pub fn arguments(
+        &self,
+        args: Option<&JsonObject>,
+    ) -> Result<Vec<wasmtime::component::Val>, ArgError> {
+        let params = args_from_json(&self.params, args)?;
+        if let Some(check) = &self.check {
+            check.check(&serde_json::Value::Object(
+                args.cloned().unwrap_or_default(),
+            ))?;
+        }
+        Ok(params)
+    }
 }
 
 /// What one call produced, and every access the host denied it while it ran (for an audit log).
@@ -278,7 +304,20 @@ impl Plugin {
         for (export, reason) in &discovered.skipped {
             tracing::warn!(plugin = name, "`{export}` is not offered: {reason}");
         }
+        let references = discovered.references;
+        let mut prompts = discovered.prompts;
         let mut resources = discovered.resources;
+        let descriptions = prompts
+            .iter_mut()
+            .map(|p| &mut p.description)
+            .chain(resources.iter_mut().map(|r| &mut r.description));
+        for description in descriptions.flatten() {
+            *description = references.rewrite(description, &[]).into_owned();
+        }
+        let summary = docs
+            .as_ref()
+            .and_then(|d| d.summary())
+            .map(|summary| references.rewrite(summary, &[]).into_owned());
         let scheme = crate::wit::naming::resource_scheme(name);
         if scheme.is_none() && !resources.is_empty() {
             tracing::warn!(
@@ -291,14 +330,15 @@ impl Plugin {
         let instances = Instances::new(name.into(), pre, grants.clone(), limits.clone());
         Ok(Self {
             name: name.into(),
-            summary: docs.as_ref().and_then(|d| d.summary()).map(str::to_string),
+            summary,
             tools: discovered.tools,
-            prompts: discovered.prompts,
+            prompts,
             resources,
             completions: discovered.completions,
             forms: Arc::new(discovered.forms),
             scheme: scheme.unwrap_or_default().into(),
             skipped: discovered.skipped,
+            references: Arc::new(references),
             imports,
             digest: fetched.digest,
             slots: Semaphore::new(limits.max_concurrent_calls),

@@ -73,7 +73,7 @@ impl Prompt {
             .map(|(param, ty)| Argument {
                 name: camel_case(param),
                 param: param.clone(),
-                description: docs.and_then(|d| d.param(param).0),
+                description: docs.and_then(|d| d.param(param).description),
                 required: !matches!(ty, Type::Option(_)),
             })
             .collect();
@@ -103,7 +103,7 @@ impl Plugin {
                 .arguments
                 .iter()
                 .zip(&prompt.params)
-                .map(|(argument, (_, ty))| (argument.name.as_str(), argument.param.as_str(), ty)),
+                .map(|(argument, (_, ty))| (argument.name.as_str(), ty)),
             arguments,
         );
         let params =
@@ -138,11 +138,11 @@ impl Plugin {
 /// the text as it is, any other parses it as JSON (a number, `true`, an enum case's name…),
 /// falling back to the text, so that the parameter's own check has the last word.
 pub(super) fn typed_arguments<'a>(
-    params: impl Iterator<Item = (&'a str, &'a str, &'a Type)>,
+    params: impl Iterator<Item = (&'a str, &'a Type)>,
     given: Option<&JsonObject>,
 ) -> JsonObject {
     let mut args = JsonObject::new();
-    for (name, param, ty) in params {
+    for (name, ty) in params {
         let Some(value) = given.and_then(|given| given.get(name)) else {
             continue;
         };
@@ -154,7 +154,7 @@ pub(super) fn typed_arguments<'a>(
             }
             other => other.clone(),
         };
-        args.insert(param.to_string(), value);
+        args.insert(name.to_string(), value);
     }
     args
 }

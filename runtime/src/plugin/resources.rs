@@ -154,7 +154,7 @@ impl Plugin {
             names
                 .iter()
                 .zip(&resource.params)
-                .map(|(name, (param, ty))| (name.as_str(), param.as_str(), ty)),
+                .map(|(name, (_, ty))| (name.as_str(), ty)),
             Some(&given),
         );
         let params =

@@ -135,8 +135,9 @@ impl<'a> FunctionDocs<'a> {
         (!text.is_empty()).then_some(text)
     }
 
-    /// The description of parameter `name` and its WIT type.
-    pub fn param(&self, name: &str) -> (Option<String>, Option<TypeDocs<'a>>) {
+    /// What the docs say of parameter `name`: its description line, its `@schema name {…}`
+    /// tag, and its WIT type.
+    pub fn param(&self, name: &str) -> FieldDocs<'a> {
         let description = self.function.docs.contents.as_deref().and_then(|docs| {
             docs.lines()
                 .find_map(|line| match self.parameter_line(line) {
@@ -144,13 +145,33 @@ impl<'a> FunctionDocs<'a> {
                     _ => None,
                 })
         });
+        let constraints = self.tags("schema").find_map(|value| {
+            let (param, keywords) = value.split_once(char::is_whitespace)?;
+            (param.trim_matches('`') == name).then(|| keywords.trim())
+        });
         let ty = self
             .function
             .params
             .iter()
             .find(|p| p.name == name)
             .map(|p| TypeDocs::new(self.resolve, p.ty));
-        (description, ty)
+        FieldDocs {
+            description,
+            constraints,
+            ty,
+        }
+    }
+
+    /// Every `@schema` tag's parameter name, to check that each names a parameter.
+    pub fn constrained_params(&self) -> impl Iterator<Item = &'a str> + 'a {
+        self.tags("schema")
+            .map(|value| value.split_whitespace().next().unwrap_or(value))
+            .map(|param| param.trim_matches('`'))
+    }
+
+    /// Whether the function has a parameter `name`.
+    pub fn has_param(&self, name: &str) -> bool {
+        self.function.params.iter().any(|p| p.name == name)
     }
 
     /// The value of the doc tag `@name value` (such as `@mime text/plain`), if the comment has one.
@@ -198,6 +219,36 @@ fn tag_line(line: &str) -> Option<(&str, &str)> {
         .unwrap_or((tagged, ""));
     let is_word = !tag.is_empty() && tag.chars().all(|c| c.is_ascii_alphanumeric() || c == '-');
     is_word.then(|| (tag, value.trim()))
+}
+
+/// What the docs say of one record field or parameter.
+#[derive(Clone, Default)]
+pub struct FieldDocs<'a> {
+    /// Its comment, without tag lines.
+    pub description: Option<String>,
+    /// The JSON object of its `@schema` tag: JSON Schema keywords that narrow its type (see
+    /// [`crate::wit::constraints`]).
+    pub constraints: Option<&'a str>,
+    /// Its WIT type.
+    pub ty: Option<TypeDocs<'a>>,
+}
+
+impl<'a> FieldDocs<'a> {
+    /// A field's comment, read apart into its description and its `@schema {…}` line.
+    fn of_comment(comment: Option<&'a str>, ty: Option<TypeDocs<'a>>) -> Self {
+        let comment = comment.unwrap_or_default();
+        let kept: Vec<&str> = comment.lines().filter(|l| tag_line(l).is_none()).collect();
+        let description = kept.join("\n").trim().to_string();
+        let constraints = comment
+            .lines()
+            .filter_map(tag_line)
+            .find_map(|(tag, value)| (tag == "schema").then_some(value));
+        Self {
+            description: (!description.is_empty()).then_some(description),
+            constraints,
+            ty,
+        }
+    }
 }
 
 /// A WIT type, walked alongside wasmtime's structural type to find the comments of fields and
@@ -252,17 +303,17 @@ impl<'a> TypeDocs<'a> {
         }
     }
 
-    /// A record field's comment and type.
-    pub fn field(&self, name: &str) -> (Option<&'a str>, Option<Self>) {
+    /// What a record field's comment says, and its type.
+    pub fn field(&self, name: &str) -> FieldDocs<'a> {
         match self.def().map(|d| &d.kind) {
             Some(TypeDefKind::Record(record)) => record
                 .fields
                 .iter()
                 .find(|f| f.name == name)
-                .map_or((None, None), |f| {
-                    (f.docs.contents.as_deref(), Some(self.at(f.ty)))
+                .map_or_else(FieldDocs::default, |f| {
+                    FieldDocs::of_comment(f.docs.contents.as_deref(), Some(self.at(f.ty)))
                 }),
-            _ => (None, None),
+            _ => FieldDocs::default(),
         }
     }
 

@@ -3,10 +3,12 @@
 //! and the doc comments that describe them. Pure functions of types and values: nothing here
 //! touches a file, a socket or an instance.
 
+pub mod constraints;
 pub mod defs;
 pub mod docs;
 pub mod naming;
 pub mod output;
+pub mod references;
 pub mod schema;
 pub mod tags;
 pub mod uri_template;

@@ -6,6 +6,7 @@
 //! exporting `file` are both `x_read_file`), so the registry refuses a plugin whose tool takes a
 //! name already served; the table is how an operator settles that without editing a plugin.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 
 use anyhow::{Result, bail};
@@ -91,9 +92,22 @@ pub fn interface_name(export: &str) -> &str {
     name.split('@').next().unwrap_or(name)
 }
 
-/// A WIT name in lowerCamelCase (`resource-uri` → `resourceUri`): how prompt arguments and URI
-/// template variables are named, since MCP's own names are camelCase and RFC 6570 variables
-/// cannot hold `-`.
+/// The JSON name of a WIT identifier (a parameter, field, enum case, variant case or flag):
+/// lowerCamelCase, as MCP's own messages and the reference servers spell names (`old-text` →
+/// `oldText`), and borrowed when there is nothing to change. WIT's words are all lower or all
+/// upper case, so two identifiers of one type can meet only through upper-case words (`a-b` and
+/// `A-B` differ, `AB` and `A-B` do not): [`crate::wit::schema`] refuses a type where they meet.
+pub fn json_name(wit: &str) -> Cow<'_, str> {
+    if wit.contains('-') {
+        Cow::Owned(camel_case(wit))
+    } else {
+        Cow::Borrowed(wit)
+    }
+}
+
+/// A WIT name in lowerCamelCase (`resource-uri` → `resourceUri`): the JSON name of every WIT
+/// identifier (see [`json_name`]), and what prompt arguments and URI template variables are
+/// named, since RFC 6570 variables cannot hold `-`.
 pub fn camel_case(kebab: &str) -> String {
     let mut out = String::with_capacity(kebab.len());
     for (i, word) in kebab.split('-').enumerate() {
@@ -138,6 +152,10 @@ mod tests {
         assert_eq!(camel_case("resource-uri"), "resourceUri");
         assert_eq!(camel_case("id"), "id");
         assert_eq!(camel_case("a-b-c"), "aBC");
+        assert_eq!(json_name("old-text"), "oldText");
+        assert_eq!(json_name("max-length2"), "maxLength2");
+        assert_eq!(json_name("HTTP-version"), "HTTPVersion");
+        assert!(matches!(json_name("path"), Cow::Borrowed("path")));
         assert_eq!(resource_scheme("My_Notes").as_deref(), Some("my-notes"));
         assert_eq!(resource_scheme("9lives"), None);
         assert_eq!(interface_name("moat:notes/prompts@0.1.0"), "prompts");

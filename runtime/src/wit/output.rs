@@ -6,6 +6,7 @@
 //! * `content-block` or `list<content-block>` from `moat:plugin/content` (directly or as the `ok`
 //!   of a result): MCP content blocks. The type is recognised by its shape, as component types
 //!   carry no names.
+//! * `string`: text content, nothing more (a string has no structure to give).
 //! * Any other type `T`: `structuredContent`, with the same value as text content (a string as
 //!   it is, anything else as JSON). A record is the structured content itself; other types are
 //!   wrapped as `{"value": …}`, since MCP wants an object there.
@@ -73,6 +74,9 @@ impl Returns {
         let Payload::Json(ty) = payload else {
             return Ok(None);
         };
+        if matches!(ty, Type::String) {
+            return Ok(None);
+        }
         let inner = schema::schema(ty, docs, budget)?;
         Ok(Some(if matches!(ty, Type::Record(_)) {
             inner
@@ -118,6 +122,11 @@ impl Payload {
 
     fn render(&self, val: &Val) -> Result<CallToolResult, String> {
         match (self, val) {
+            (Payload::Json(Type::String), Val::String(text)) => {
+                Ok(CallToolResult::success(vec![ContentBlock::text(
+                    text.clone(),
+                )]))
+            }
             (Payload::Json(ty), val) => {
                 let json = to_json(ty, val).map_err(|e| e.to_string())?;
                 let text = match &json {

@@ -16,6 +16,9 @@
 //! | `flags` | an array of unique flag names |
 //! | `map<string, V>` | an `object`; other keys: an array of `[key, value]` pairs |
 //!
+//! Every WIT name in a value (a field, a parameter, a case, a flag) is written in lowerCamelCase
+//! ([`crate::wit::naming::json_name`]): `dry-run` is `dryRun`.
+//!
 //! Resources, streams, futures and error contexts have no JSON form: a tool that uses them is
 //! skipped (see [`Unsupported`]).
 //!
@@ -28,8 +31,9 @@
 use serde_json::{Map, Value, json};
 use wasmtime::component::Type;
 
-use crate::wit::defs;
-use crate::wit::docs::TypeDocs;
+use crate::wit::docs::{FieldDocs, TypeDocs};
+use crate::wit::naming::json_name;
+use crate::wit::{constraints, defs};
 
 /// A type with no JSON form; the string names it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -48,6 +52,9 @@ pub enum SchemaError {
     Unsupported(Unsupported),
     /// The schema would be larger than its [`Budget`] allows: the plugin is refused.
     TooLarge,
+    /// The type or its docs cannot make a sound schema (two names that are one in JSON, a wrong
+    /// `@schema` tag): the tool is left out, with the reason.
+    Invalid(String),
 }
 
 impl From<Unsupported> for SchemaError {
@@ -62,6 +69,7 @@ impl From<Unsupported> for SchemaError {
 #[derive(Debug)]
 pub struct Budget {
     left: usize,
+    narrowed: bool,
 }
 
 /// The bytes of a name or description that count as one node.
@@ -69,7 +77,16 @@ pub const TEXT_BYTES_PER_NODE: usize = 64;
 
 impl Budget {
     pub fn new(nodes: usize) -> Self {
-        Self { left: nodes }
+        Self {
+            left: nodes,
+            narrowed: false,
+        }
+    }
+
+    /// Whether a `@schema` tag narrowed some part of the schemas built with this budget: values
+    /// then need checking against the schema, beyond their type.
+    pub fn narrowed(&self) -> bool {
+        self.narrowed
     }
 
     /// The nodes not spent yet.
@@ -165,21 +182,19 @@ pub fn schema(
         }
         Type::Record(record) => object_schema(
             record.fields().map(|field| (field.name, field.ty)),
-            |name| {
-                let (description, field_docs) = docs.map_or((None, None), |d| d.field(name));
-                (description.map(str::to_string), field_docs)
-            },
+            |name| docs.map(|d| d.field(name)).unwrap_or_default(),
             budget,
         )?,
         Type::Variant(variant) => {
             budget.spend_names(variant.cases().map(|case| case.name))?;
+            distinct(variant.cases().map(|case| case.name))?;
             let cases = variant
                 .cases()
                 .map(|case| {
                     let (description, payload_docs) =
                         docs.map_or((None, None), |d| d.case(case.name));
                     let mut properties = Map::new();
-                    properties.insert("tag".into(), json!({"const": case.name}));
+                    properties.insert("tag".into(), json!({"const": json_name(case.name)}));
                     let mut required = vec!["tag"];
                     if let Some(payload) = &case.ty {
                         properties.insert("value".into(), schema(payload, payload_docs, budget)?);
@@ -199,13 +214,14 @@ pub fn schema(
         }
         Type::Enum(enum_) => {
             budget.spend_names(enum_.names())?;
-            let names: Vec<&str> = enum_.names().collect();
+            let names = distinct(enum_.names())?;
             let mut schema = json!({"type": "string", "enum": names});
             // JSON Schema has no place for one enum value's comment: list them in the description.
             let cases: Vec<String> = names
                 .iter()
-                .filter_map(|name| {
-                    let (doc, _) = docs?.case(name);
+                .zip(enum_.names())
+                .filter_map(|(name, wit)| {
+                    let (doc, _) = docs?.case(wit);
                     Some(format!("`{name}`: {}", doc?.trim()))
                 })
                 .collect();
@@ -256,7 +272,7 @@ pub fn schema(
         }
         Type::Flags(flags) => {
             budget.spend_names(flags.names())?;
-            let names: Vec<&str> = flags.names().collect();
+            let names = distinct(flags.names())?;
             json!({"type": "array", "items": {"enum": names}, "uniqueItems": true})
         }
         Type::Own(_) | Type::Borrow(_) => return Err(Unsupported("resource").into()),
@@ -278,27 +294,38 @@ pub fn schema(
     Ok(schema)
 }
 
-/// A closed object with one property per named field; fields of `option` type may be left out.
+/// A closed object with one property per named field (by its JSON name); fields of `option`
+/// type may be left out.
 pub fn object_schema<'a, 'd>(
     fields: impl Iterator<Item = (&'a str, Type)>,
-    docs_of: impl Fn(&str) -> (Option<String>, Option<TypeDocs<'d>>),
+    docs_of: impl Fn(&str) -> FieldDocs<'d>,
     budget: &mut Budget,
 ) -> Result<Value, SchemaError> {
     let mut properties = Map::new();
     let mut required = Vec::new();
     for (name, ty) in fields {
         budget.spend_text(name)?;
-        let (description, field_docs) = docs_of(name);
-        let mut field_schema = schema(&ty, field_docs, budget)?;
+        let json = json_name(name).into_owned();
+        if properties.contains_key(&json) {
+            return Err(clash(&json));
+        }
+        let docs = docs_of(name);
+        let mut field_schema = schema(&ty, docs.ty, budget)?;
         // A field's own comment says more about it than its type's comment.
-        if let Some(description) = description {
+        if let Some(description) = docs.description {
             budget.spend_text(&description)?;
             field_schema["description"] = description.trim().into();
         }
-        if !matches!(ty, Type::Option(_)) {
-            required.push(name);
+        if let Some(keywords) = docs.constraints {
+            budget.spend_text(keywords)?;
+            constraints::narrow(&mut field_schema, &ty, keywords)
+                .map_err(|why| SchemaError::Invalid(format!("`{name}`: {why}")))?;
+            budget.narrowed = true;
         }
-        properties.insert(name.to_string(), field_schema);
+        if !matches!(ty, Type::Option(_)) {
+            required.push(json.clone());
+        }
+        properties.insert(json, field_schema);
     }
     Ok(json!({
         "type": "object",
@@ -306,6 +333,25 @@ pub fn object_schema<'a, 'd>(
         "required": required,
         "additionalProperties": false,
     }))
+}
+
+/// The JSON names of a type's cases or flags, refused when two are one.
+fn distinct<'a>(names: impl Iterator<Item = &'a str>) -> Result<Vec<String>, SchemaError> {
+    let mut seen: Vec<String> = Vec::new();
+    for name in names {
+        let json = json_name(name).into_owned();
+        if seen.contains(&json) {
+            return Err(clash(&json));
+        }
+        seen.push(json);
+    }
+    Ok(seen)
+}
+
+fn clash(json: &str) -> SchemaError {
+    SchemaError::Invalid(format!(
+        "two of its WIT names are both `{json}` in JSON (rename one)"
+    ))
 }
 
 fn map_schema(

@@ -5,6 +5,8 @@
 //!   MCP's tool annotations, hints for the client;
 //! * `@header PARAM NAME`: the client mirrors parameter `PARAM` (a string, number or boolean)
 //!   into the HTTP header `Mcp-Param-NAME`, which moat then checks against the body;
+//! * `@schema PARAM {…}`: JSON Schema keywords that narrow the parameter (see
+//!   [`crate::wit::constraints`]);
 //! * `@task required`: the tool only runs as a task (see `moat:plugin/tasks`), so a client that
 //!   does not follow tasks is refused; `@task` or `@task optional` says it may.
 
@@ -14,6 +16,7 @@ use rmcp::model::{JsonObject, ToolAnnotations};
 use serde_json::Value;
 
 use crate::wit::docs::FunctionDocs;
+use crate::wit::naming::json_name;
 
 /// The tool's title and annotations, if its docs give any.
 pub fn annotations(
@@ -76,7 +79,7 @@ pub fn mirror_headers(
         }
         let property = input
             .get_mut("properties")
-            .and_then(|p| p.get_mut(param))
+            .and_then(|p| p.get_mut(json_name(param).as_ref()))
             .and_then(Value::as_object_mut)
             .ok_or_else(|| format!("@header names \"{param}\", which is no parameter"))?;
         let primitive = matches!(

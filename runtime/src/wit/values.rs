@@ -4,12 +4,14 @@
 //! code runs, and a mismatch names the path and what was expected, for example
 //! `query.limit: expected integer 0..=4294967295, got -1`.
 
+use std::borrow::Cow;
 use std::collections::HashSet;
 use std::fmt;
 
 use serde_json::{Map, Number, Value};
 use wasmtime::component::{Type, Val};
 
+use crate::wit::naming::json_name;
 use crate::wit::schema::integer_range;
 
 /// An argument that does not fit its type.
@@ -36,13 +38,14 @@ pub fn args_from_json(
     let empty = Map::new();
     let args = args.unwrap_or(&empty);
     let mut path = Path::root("arguments");
-    let names: Vec<&str> = params.iter().map(|(n, _)| n.as_str()).collect();
+    let names: Vec<Cow<str>> = params.iter().map(|(n, _)| json_name(n)).collect();
     reject_unknown_keys(args, &names, &path)?;
     params
         .iter()
-        .map(|(name, ty)| {
+        .zip(&names)
+        .map(|((_, ty), name)| {
             path.push_field(name);
-            let val = field_from_json(ty, args.get(name), &path);
+            let val = field_from_json(ty, args.get(name.as_ref()), &path);
             path.pop();
             val
         })
@@ -139,29 +142,30 @@ fn convert(ty: &Type, value: &Value, path: &mut Path) -> Result<Val, ArgError> {
         }
         Type::Record(record) => {
             let object = value.as_object().ok_or_else(|| mismatch("object"))?;
-            let names: Vec<&str> = record.fields().map(|f| f.name).collect();
+            let names: Vec<Cow<str>> = record.fields().map(|f| json_name(f.name)).collect();
             reject_unknown_keys(object, &names, path)?;
             let mut fields = Vec::new();
-            for field in record.fields() {
-                path.push_field(field.name);
+            for (field, name) in record.fields().zip(&names) {
+                path.push_field(name);
                 fields.push((
                     field.name.to_string(),
-                    field_from_json(&field.ty, object.get(field.name), path)?,
+                    field_from_json(&field.ty, object.get(name.as_ref()), path)?,
                 ));
                 path.pop();
             }
             Val::Record(fields)
         }
         Type::Variant(variant) => {
-            let names: Vec<&str> = variant.cases().map(|c| c.name).collect();
+            let names: Vec<Cow<str>> = variant.cases().map(|c| json_name(c.name)).collect();
             let expected = format!(r#"object {{"tag": {}, "value": …}}"#, one_of(&names));
             let object = value.as_object().ok_or_else(|| mismatch(&expected))?;
-            reject_unknown_keys(object, &["tag", "value"], path)?;
+            reject_unknown_keys(object, &["tag".into(), "value".into()], path)?;
             path.push_field("tag");
             let tag = object.get("tag").unwrap_or(&Value::Null);
             let case = variant
                 .cases()
-                .find(|c| tag.as_str() == Some(c.name))
+                .zip(&names)
+                .find_map(|(c, name)| (tag.as_str() == Some(name)).then_some(c))
                 .ok_or_else(|| {
                     path.error(format!("expected {}, got {}", one_of(&names), show(tag)))
                 })?;
@@ -181,10 +185,11 @@ fn convert(ty: &Type, value: &Value, path: &mut Path) -> Result<Val, ArgError> {
             Val::Variant(case.name.to_string(), payload)
         }
         Type::Enum(enum_) => {
-            let names: Vec<&str> = enum_.names().collect();
+            let names: Vec<Cow<str>> = enum_.names().map(json_name).collect();
             let name = value
                 .as_str()
-                .filter(|s| names.contains(s))
+                .and_then(|s| enum_.names().zip(&names).find(|(_, json)| *json == s))
+                .map(|(wit, _)| wit)
                 .ok_or_else(|| mismatch(&one_of(&names)))?;
             Val::Enum(name.to_string())
         }
@@ -227,14 +232,14 @@ fn convert(ty: &Type, value: &Value, path: &mut Path) -> Result<Val, ArgError> {
             Val::Result(if arm == "ok" { Ok(val) } else { Err(val) })
         }
         Type::Flags(flags) => {
-            let names: Vec<&str> = flags.names().collect();
+            let names: Vec<Cow<str>> = flags.names().map(json_name).collect();
             let items = value
                 .as_array()
                 .ok_or_else(|| mismatch("array of flag names"))?;
             let mut seen = HashSet::new();
             for (i, item) in items.iter().enumerate() {
                 path.push_index(i);
-                match item.as_str().filter(|s| names.contains(s)) {
+                match item.as_str().filter(|s| names.iter().any(|n| n == s)) {
                     Some(name) if seen.insert(name) => {}
                     Some(name) => return Err(path.error(format!("flag \"{name}\" given twice"))),
                     None => {
@@ -249,10 +254,11 @@ fn convert(ty: &Type, value: &Value, path: &mut Path) -> Result<Val, ArgError> {
             }
             // Declaration order, whatever order the caller used.
             Val::Flags(
-                names
-                    .iter()
-                    .filter(|n| seen.contains(*n))
-                    .map(|n| n.to_string())
+                flags
+                    .names()
+                    .zip(&names)
+                    .filter(|(_, json)| seen.contains(json.as_ref()))
+                    .map(|(wit, _)| wit.to_string())
                     .collect(),
             )
         }
@@ -322,11 +328,18 @@ fn integer(value: &Value) -> Option<i128> {
 
 fn reject_unknown_keys(
     object: &Map<String, Value>,
-    known: &[&str],
+    known: &[Cow<str>],
     path: &Path,
 ) -> Result<(), ArgError> {
     for key in object.keys() {
-        if !known.contains(&key.as_str()) {
+        if !known.iter().any(|k| k == key) {
+            // `old_text` or `old-text` for `oldText`: name the spelling the schema has.
+            let loose = |name: &str| name.replace(['-', '_'], "").to_ascii_lowercase();
+            if let Some(meant) = known.iter().find(|k| loose(k) == loose(key)) {
+                return Err(path.error(format!(
+                    "unknown field \"{key}\" (the field is spelt \"{meant}\")"
+                )));
+            }
             let expected = if known.is_empty() {
                 "none".to_string()
             } else {
@@ -374,15 +387,16 @@ fn to_json_at(ty: &Type, val: &Val, path: &mut Path) -> Result<Value, ArgError> 
         (Type::Record(record), Val::Record(fields)) => {
             let mut out = Map::new();
             for (field, (name, item)) in record.fields().zip(fields) {
-                path.push_field(name);
-                out.insert(name.clone(), to_json_at(&field.ty, item, path)?);
+                let name = json_name(name);
+                path.push_field(&name);
+                out.insert(name.into_owned(), to_json_at(&field.ty, item, path)?);
                 path.pop();
             }
             Value::Object(out)
         }
         (Type::Variant(variant), Val::Variant(name, payload)) => {
             let mut out = Map::new();
-            out.insert("tag".into(), Value::String(name.clone()));
+            out.insert("tag".into(), json_name(name).into_owned().into());
             let case_ty = variant.cases().find(|c| c.name == name).and_then(|c| c.ty);
             if let (Some(ty), Some(payload)) = (case_ty, payload) {
                 path.push_field("value");
@@ -391,7 +405,7 @@ fn to_json_at(ty: &Type, val: &Val, path: &mut Path) -> Result<Value, ArgError> 
             }
             Value::Object(out)
         }
-        (_, Val::Enum(name)) => Value::String(name.clone()),
+        (_, Val::Enum(name)) => json_name(name).into_owned().into(),
         (Type::Option(option), Val::Option(inner)) => match inner {
             None => Value::Null,
             Some(inner) => {
@@ -417,7 +431,12 @@ fn to_json_at(ty: &Type, val: &Val, path: &mut Path) -> Result<Value, ArgError> 
             path.pop();
             serde_json::json!({ arm: json })
         }
-        (_, Val::Flags(names)) => Value::Array(names.iter().cloned().map(Value::String).collect()),
+        (_, Val::Flags(names)) => Value::Array(
+            names
+                .iter()
+                .map(|name| json_name(name).into_owned().into())
+                .collect(),
+        ),
         (Type::Map(map), Val::Map(entries)) => {
             let (key_ty, value_ty) = (map.key(), map.value());
             if matches!(key_ty, Type::String) {
@@ -464,7 +483,7 @@ fn float(n: f64, path: &Path) -> Result<Value, ArgError> {
 }
 
 /// `"a", "b" or "c"`, for messages.
-fn one_of(names: &[&str]) -> String {
+fn one_of(names: &[Cow<str>]) -> String {
     let quoted: Vec<String> = names.iter().map(|n| format!("\"{n}\"")).collect();
     match quoted.as_slice() {
         [] => "nothing".into(),

@@ -108,7 +108,7 @@ async fn doc_tags_give_titles_hints_headers_and_task_support() {
     );
     assert_eq!(schema["$defs"]["address"]["type"], "object");
     assert_eq!(
-        schema["properties"]["shipping-address"]["anyOf"][0],
+        schema["properties"]["shippingAddress"]["anyOf"][0],
         json!({"$ref": "#/$defs/address"})
     );
 }

@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use moat::plugin::Plugin;
 use moat::plugin::registry::Registry;
-use moat_tests::{engine, plugins};
+use moat_tests::{engine, plugins, try_call};
 use serde_json::{Value, json};
 
 use crate::text::{assert_documented, fails, ok};
@@ -215,16 +215,19 @@ async fn writes_edits_creates_and_moves_in_a_writable_grant() {
 
     // A dry run shows the diff and leaves the file alone.
     let edits = json!([
-        {"old-text": "two", "new-text": "TWO"},
-        {"old-text": "TWO\nthree", "new-text": "TWO\n3"},
+        {"oldText": "two", "newText": "TWO"},
+        {"oldText": "TWO\nthree", "newText": "TWO\n3"},
     ]);
     let diff = ok(
         &fs,
         "filesystem_edit_file",
-        json!({"path": "/data/hello.txt", "edits": edits, "dry-run": true}),
+        json!({"path": "/data/hello.txt", "edits": edits, "dryRun": true}),
     )
     .await;
     let diff = diff.as_str().unwrap();
+    let diff = diff
+        .strip_prefix("Dry run: no changes were written.\n")
+        .unwrap_or_else(|| panic!("a dry run says so first: {diff}"));
     assert!(
         diff.starts_with("--- /data/hello.txt\n+++ /data/hello.txt\n"),
         "{diff}"
@@ -244,16 +247,12 @@ async fn writes_edits_creates_and_moves_in_a_writable_grant() {
     std::fs::write(fixture.root.join("rw/twice.txt"), "x = 1\nx = 1\n").unwrap();
     for (edits, expected) in [
         (
-            json!([{"old-text": "x = 1", "new-text": "x = 2"}]),
-            "edit 1: old-text occurs 2 times in /data/twice.txt",
+            json!([{"oldText": "x = 1", "newText": "x = 2"}]),
+            "edit 1: oldText occurs 2 times in /data/twice.txt",
         ),
         (
-            json!([{"old-text": "x = 1\nx", "new-text": "y"}, {"old-text": "absent", "new-text": "z"}]),
-            "edit 2: old-text was not found in /data/twice.txt after the edits before it",
-        ),
-        (
-            json!([{"old-text": "", "new-text": "z"}]),
-            "edit 1: old-text is empty",
+            json!([{"oldText": "x = 1\nx", "newText": "y"}, {"oldText": "absent", "newText": "z"}]),
+            "edit 2: oldText was not found in /data/twice.txt after the edits before it",
         ),
     ] {
         let message = fails(
@@ -265,6 +264,18 @@ async fn writes_edits_creates_and_moves_in_a_writable_grant() {
         assert!(message.contains(expected), "{message}");
         assert_eq!(fixture.read("rw/twice.txt"), "x = 1\nx = 1\n");
     }
+    // An empty oldText breaks the schema's minLength: refused before the plugin runs.
+    let refused = try_call(
+        &fs,
+        "filesystem_edit_file",
+        json!({"path": "/data/twice.txt", "edits": [{"oldText": "", "newText": "z"}]}),
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        refused.contains("arguments.edits[0].oldText: "),
+        "{refused}"
+    );
 
     let created = ok(
         &fs,
@@ -339,7 +350,7 @@ async fn a_read_only_grant_is_read_but_never_changed() {
         ),
         (
             "filesystem_edit_file",
-            json!({"path": "/docs/readme.txt", "edits": [{"old-text": "read", "new-text": "write"}]}),
+            json!({"path": "/docs/readme.txt", "edits": [{"oldText": "read", "newText": "write"}]}),
             readonly,
         ),
         (
@@ -367,7 +378,7 @@ async fn a_read_only_grant_is_read_but_never_changed() {
     let diff = ok(
         &fs,
         "filesystem_edit_file",
-        json!({"path": "/docs/readme.txt", "edits": [{"old-text": "read", "new-text": "write"}], "dry-run": true}),
+        json!({"path": "/docs/readme.txt", "edits": [{"oldText": "read", "newText": "write"}], "dryRun": true}),
     )
     .await;
     assert!(diff.as_str().unwrap().contains("-read me"), "{diff}");
@@ -377,7 +388,7 @@ async fn a_read_only_grant_is_read_but_never_changed() {
         json!({"path": "/docs/readme.txt"}),
     )
     .await;
-    assert_eq!(info["read-only"], true);
+    assert_eq!(info["readOnly"], true);
 }
 
 #[tokio::test]
@@ -397,7 +408,7 @@ async fn lists_walks_searches_and_describes() {
     let by_size = ok(
         &fs,
         "filesystem_list_directory",
-        json!({"path": "/data", "sort-by": "size"}),
+        json!({"path": "/data", "sortBy": "size"}),
     )
     .await;
     assert!(
@@ -480,7 +491,7 @@ async fn lists_walks_searches_and_describes() {
     assert_eq!(info["path"], "/data/big.log");
     assert_eq!(info["kind"], "file");
     assert_eq!(info["size"], 2048);
-    assert_eq!(info["read-only"], false);
+    assert_eq!(info["readOnly"], false);
     let modified = info["modified"].as_str().expect("a modification time");
     assert!(
         modified.ends_with('Z') && modified.contains('T'),
@@ -497,7 +508,7 @@ async fn lists_walks_searches_and_describes() {
     let allowed = ok(&fs, "filesystem_list_allowed_directories", json!({})).await;
     assert_eq!(
         allowed,
-        json!([{"path": "/data", "read-only": false}, {"path": "/docs", "read-only": true}])
+        json!([{"path": "/data", "readOnly": false}, {"path": "/docs", "readOnly": true}])
     );
 }
 

@@ -115,9 +115,11 @@ async fn every_function_is_a_tool_with_a_generated_description() {
         let input = input_schema(&foreign, &tool.name);
         validator(&input);
         assert_eq!(descriptions(&input), Vec::<&Value>::new(), "{}", tool.name);
-        let output = output_schema(&foreign, &tool.name).expect("an output schema");
-        validator(&output);
-        assert_eq!(descriptions(&output), Vec::<&Value>::new(), "{}", tool.name);
+        // `greet` returns a string: text alone, no output schema.
+        if let Some(output) = output_schema(&foreign, &tool.name) {
+            validator(&output);
+            assert_eq!(descriptions(&output), Vec::<&Value>::new(), "{}", tool.name);
+        }
     }
 }
 
@@ -167,10 +169,7 @@ async fn its_tools_work() {
     )
     .await;
     assert_eq!(moat_tests::text(&greeting), "Hello, Ann!");
-    assert_eq!(
-        moat_tests::structured(&greeting),
-        &json!({"value": "Hello, Ann!"})
-    );
+    assert_eq!(greeting.structured_content, None, "a string is text alone");
     assert_eq!(
         returns(&foreign, "foreign_mean", json!({"values": [1, 2, 4.5]})).await,
         json!({"value": 2.5})

@@ -5,7 +5,7 @@ use std::sync::{Arc, OnceLock};
 
 use moat::plugin::Plugin;
 use moat::plugin::registry::Registry;
-use moat_tests::{TempDir, call, engine, plugins, structured, try_call};
+use moat_tests::{TempDir, call, engine, plugins, structured, text, try_call};
 use serde_json::json;
 
 /// An engine with fuel metering, as `moat serve` builds when a plugin has a fuel limit.
@@ -85,7 +85,7 @@ async fn fuel_bounds_compute_and_plugins_without_a_limit_run_unmetered() {
         .expect_err("a million units cannot hash a mebibyte");
     assert!(error.contains("ran out of fuel (1000000 units)"), "{error}");
     let result = call(plugin(&plugins, "free"), "free_hash", args).await;
-    let digest = structured(&result)["value"].as_str().unwrap();
+    let digest = text(&result);
     assert_eq!(digest.len(), 64, "{digest}");
     // …and with enough fuel the frugal one answers small questions.
     let result = call(
@@ -95,8 +95,8 @@ async fn fuel_bounds_compute_and_plugins_without_a_limit_run_unmetered() {
     )
     .await;
     assert_eq!(
-        structured(&result),
-        &json!({"value": "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"})
+        text(&result),
+        "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
     );
 }
 

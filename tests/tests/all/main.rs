@@ -28,6 +28,7 @@ mod tasks;
 mod text;
 mod time;
 mod trust;
+mod views;
 mod weather;
 
 /// Every plugin crate is used by some test (wasmtime's `assert_test_exists`, by another route):

@@ -21,11 +21,11 @@ fn memory(fixture: &Fixture, extra: &str) -> Arc<Plugin> {
 }
 
 fn entity(name: &str, kind: &str, observations: &[&str]) -> Value {
-    json!({"name": name, "entity-type": kind, "observations": observations})
+    json!({"name": name, "entityType": kind, "observations": observations})
 }
 
 fn relation(from: &str, to: &str, kind: &str) -> Value {
-    json!({"from": from, "to": to, "relation-type": kind})
+    json!({"from": from, "to": to, "relationType": kind})
 }
 
 #[tokio::test]
@@ -84,20 +84,20 @@ async fn the_graph_is_built_searched_and_pruned_through_every_tool() {
 
     let added = call(
         "memory_add_observations",
-        json!({"observations": [{"entity-name": "Ada", "contents": ["writes programs", "born 1815"]}]}),
+        json!({"observations": [{"entityName": "Ada", "contents": ["writes programs", "born 1815"]}]}),
     )
     .await;
     assert_eq!(
         added,
-        json!([{"entity-name": "Ada", "added": ["born 1815"]}])
+        json!([{"entityName": "Ada", "added": ["born 1815"]}])
     );
     // An unknown entity fails the whole call, and the graph is unchanged.
     let message = fails(
         &memory,
         "memory_add_observations",
         json!({"observations": [
-            {"entity-name": "Ada", "contents": ["a mathematician"]},
-            {"entity-name": "Nobody", "contents": ["x"]},
+            {"entityName": "Ada", "contents": ["a mathematician"]},
+            {"entityName": "Nobody", "contents": ["x"]},
         ]}),
     )
     .await;
@@ -150,7 +150,7 @@ async fn the_graph_is_built_searched_and_pruned_through_every_tool() {
 
     let deleted = call(
         "memory_delete_observations",
-        json!({"deletions": [{"entity-name": "Ada", "observations": ["born 1815", "never said"]}]}),
+        json!({"deletions": [{"entityName": "Ada", "observations": ["born 1815", "never said"]}]}),
     )
     .await;
     assert_eq!(deleted, "deleted 1 observations");
@@ -162,7 +162,7 @@ async fn the_graph_is_built_searched_and_pruned_through_every_tool() {
     assert_eq!(deleted, "deleted 1 relations");
     let deleted = call(
         "memory_delete_entities",
-        json!({"entity-names": ["Analytical_Engine", "Atlantis"]}),
+        json!({"entityNames": ["Analytical_Engine", "Atlantis"]}),
     )
     .await;
     assert_eq!(deleted, "deleted 1 entities and 1 relations");
@@ -200,7 +200,7 @@ async fn changes_made_at_once_are_all_kept() {
             let name = format!("E{n:02}");
             let created = json!({"entities": [entity(&name, "thing", &[])]});
             ok(&memory, "memory_create_entities", created).await;
-            let observed = json!({"observations": [{"entity-name": name, "contents": ["seen"]}]});
+            let observed = json!({"observations": [{"entityName": name, "contents": ["seen"]}]});
             ok(&memory, "memory_add_observations", observed).await;
         });
     }

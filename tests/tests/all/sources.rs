@@ -16,7 +16,7 @@ use moat::supply::PluginSource;
 use moat::supply::lock::Lock;
 use moat::supply::policy::Policy;
 use moat::supply::source::{Digest, Fetched, Fetcher, OciSource, Progress, Source, Store};
-use moat_tests::{TempDir, call, engine, plugins, structured};
+use moat_tests::{TempDir, call, engine, plugins, text};
 
 use crate::trust;
 use serde_json::json;
@@ -176,7 +176,7 @@ async fn push_then_pull_by_tag_and_by_digest() {
     let plugin = &registry_of_plugins.plugins()[0];
     assert_eq!(plugin.digest, pushed.digest);
     let result = call(plugin, "echo_echo", json!({"message": "from a registry"})).await;
-    assert_eq!(structured(&result)["value"], "from a registry");
+    assert_eq!(text(&result), "from a registry");
 }
 
 fn fetcher_for(dir: &TempDir) -> Fetcher {

@@ -25,12 +25,12 @@ fn offset_seconds(offset: &str) -> i64 {
 /// Checks that the fields of a `zoned-time` agree with one another.
 fn assert_consistent(time: &Value) {
     let field = |name: &str| time[name].as_str().unwrap();
-    let offset = field("utc-offset");
+    let offset = field("utcOffset");
     assert_eq!(
         field("iso8601"),
         format!("{}T{}{offset}", field("date"), field("time"))
     );
-    let unix = time["unix-seconds"].as_i64().unwrap();
+    let unix = time["unixSeconds"].as_i64().unwrap();
     let clock: Vec<i64> = field("time")
         .split(':')
         .map(|n| n.parse().unwrap())
@@ -63,9 +63,9 @@ async fn now_is_the_host_time() {
 
     let utc = ok(&time, "time_now", json!({})).await;
     assert_eq!(utc["timezone"], "UTC");
-    assert_eq!(utc["utc-offset"], "+00:00");
+    assert_eq!(utc["utcOffset"], "+00:00");
     assert_eq!(utc["dst"], false);
-    let unix = utc["unix-seconds"].as_i64().unwrap();
+    let unix = utc["unixSeconds"].as_i64().unwrap();
     assert!((unix - host).abs() < 60, "{unix} is not close to {host}");
     assert_consistent(&utc);
 
@@ -75,10 +75,10 @@ async fn now_is_the_host_time() {
         true => ("+02:00", "CEST", true),
         false => ("+01:00", "CET", false),
     };
-    assert_eq!(paris["utc-offset"], offset);
+    assert_eq!(paris["utcOffset"], offset);
     assert_eq!(paris["abbreviation"], abbreviation);
     assert_eq!(paris["dst"], dst);
-    let unix = paris["unix-seconds"].as_i64().unwrap();
+    let unix = paris["unixSeconds"].as_i64().unwrap();
     assert!((unix - host).abs() < 60, "{unix} is not close to {host}");
     assert_consistent(&paris);
 
@@ -86,9 +86,9 @@ async fn now_is_the_host_time() {
     assert_eq!(fixed["timezone"], "+05:30");
     // The offset itself, and the host's instant: with both, `assert_consistent` proves the wall
     // clock is five and a half hours ahead of UTC.
-    assert_eq!(fixed["utc-offset"], "+05:30");
+    assert_eq!(fixed["utcOffset"], "+05:30");
     assert_eq!(fixed["dst"], false);
-    let unix = fixed["unix-seconds"].as_i64().unwrap();
+    let unix = fixed["unixSeconds"].as_i64().unwrap();
     assert!((unix - host).abs() < 60, "{unix} is not close to {host}");
     assert_consistent(&fixed);
 }
@@ -125,10 +125,10 @@ async fn convert_follows_daylight_saving_time() {
             "date": "2024-03-10",
             "time": "08:00:00",
             "weekday": "sunday",
-            "utc-offset": "-04:00",
+            "utcOffset": "-04:00",
             "abbreviation": "EDT",
             "dst": true,
-            "unix-seconds": 1_710_072_000,
+            "unixSeconds": 1_710_072_000,
         })
     );
     let before = convert("2024-03-10T06:00:00Z", "America/New_York").await;
@@ -147,7 +147,7 @@ async fn convert_follows_daylight_saving_time() {
     let india = convert("2024-03-10T12:00:00.25Z", "+05:30").await;
     assert_eq!(india["iso8601"], "2024-03-10T17:30:00.25+05:30");
     assert_eq!(india["timezone"], "+05:30");
-    assert_eq!(india["unix-seconds"], 1_710_072_000);
+    assert_eq!(india["unixSeconds"], 1_710_072_000);
 }
 
 #[tokio::test]
@@ -270,12 +270,12 @@ async fn difference_splits_into_units() {
         json!({
             "years": 0, "months": 0, "weeks": 0, "days": 69,
             "hours": 12, "minutes": 30, "seconds": 15,
-            "total-seconds": 6_006_615,
+            "totalSeconds": 6_006_615,
             "iso8601": "P69DT12H30M15S",
         })
     );
     let age =
-        json!({"start": "1990-05-17T00:00Z", "end": "2024-03-10T00:00Z", "largest-unit": "years"});
+        json!({"start": "1990-05-17T00:00Z", "end": "2024-03-10T00:00Z", "largestUnit": "years"});
     let age = difference(age).await;
     assert_eq!(age["iso8601"], "P33Y9M22D");
     assert_eq!(
@@ -283,18 +283,18 @@ async fn difference_splits_into_units() {
         (&json!(33), &json!(9), &json!(22))
     );
     let weeks =
-        json!({"start": "2024-03-01T00:00Z", "end": "2024-03-20T00:00Z", "largest-unit": "weeks"});
+        json!({"start": "2024-03-01T00:00Z", "end": "2024-03-20T00:00Z", "largestUnit": "weeks"});
     assert_eq!(difference(weeks).await["iso8601"], "P2W5D");
     let backwards =
-        json!({"start": "2024-03-10T12:00Z", "end": "2024-03-09T10:00Z", "largest-unit": "hours"});
+        json!({"start": "2024-03-10T12:00Z", "end": "2024-03-09T10:00Z", "largestUnit": "hours"});
     let backwards = difference(backwards).await;
     assert_eq!(backwards["hours"], -26);
-    assert_eq!(backwards["total-seconds"], -93_600);
+    assert_eq!(backwards["totalSeconds"], -93_600);
     assert_eq!(backwards["iso8601"], "-PT26H");
     let minutes = json!({
         "start": "2024-03-10T12:00Z",
         "end": "2024-03-10T13:30Z",
-        "largest-unit": "minutes",
+        "largestUnit": "minutes",
     });
     assert_eq!(difference(minutes).await["minutes"], 90);
 }
@@ -307,8 +307,8 @@ async fn difference_knows_short_days() {
     let end = "2024-03-10T12:00[America/New_York]";
     let in_days = difference(json!({"start": start, "end": end})).await;
     assert_eq!(in_days["iso8601"], "P1D");
-    assert_eq!(in_days["total-seconds"], 23 * 3600);
-    let in_hours = difference(json!({"start": start, "end": end, "largest-unit": "hours"})).await;
+    assert_eq!(in_days["totalSeconds"], 23 * 3600);
+    let in_hours = difference(json!({"start": start, "end": end, "largestUnit": "hours"})).await;
     assert_eq!(in_hours["iso8601"], "PT23H");
     // Local times read in `timezone`.
     let local = json!({
@@ -347,7 +347,7 @@ async fn difference_errors() {
     let unit = json!({
         "start": "2024-03-10T12:00Z",
         "end": "2024-03-10T13:00Z",
-        "largest-unit": "decades",
+        "largestUnit": "decades",
     });
     let error = try_call(&time, "time_difference", unit).await.unwrap_err();
     assert!(error.starts_with("invalid arguments: "), "{error}");

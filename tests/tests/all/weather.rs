@@ -64,12 +64,12 @@ async fn current_conditions() {
     .await
     .unwrap();
     let now = structured(&result);
-    assert_eq!(now["temperature-c"], 3.5);
-    assert_eq!(now["feels-like-c"], 0.4);
-    assert_eq!(now["humidity-percent"], 81.0);
+    assert_eq!(now["temperatureC"], 3.5);
+    assert_eq!(now["feelsLikeC"], 0.4);
+    assert_eq!(now["humidityPercent"], 81.0);
     assert_eq!(now["description"], "Slight rain");
     assert_eq!(now["timezone"], "Europe/Berlin");
-    assert_eq!(now["wind-direction-deg"], 250.0);
+    assert_eq!(now["windDirectionDeg"], 250.0);
     let uri = &server.seen()[0].uri;
     assert!(
         uri.starts_with("/v1/forecast?latitude=52.52&longitude=13.41&current="),
@@ -94,10 +94,10 @@ async fn daily_forecast() {
     let days = &days["value"];
     assert_eq!(days[0]["date"], "2026-11-30");
     assert_eq!(days[0]["description"], "Overcast");
-    assert_eq!(days[0]["precipitation-chance-percent"], 10.0);
+    assert_eq!(days[0]["precipitationChancePercent"], 10.0);
     assert_eq!(days[1]["description"], "Slight snowfall");
-    assert_eq!(days[1]["min-c"], -3.2);
-    assert_eq!(days[1]["precipitation-chance-percent"], Value::Null);
+    assert_eq!(days[1]["minC"], -3.2);
+    assert_eq!(days[1]["precipitationChancePercent"], Value::Null);
     assert!(server.seen()[0].uri.contains("forecast_days=2"));
 }
 
@@ -110,18 +110,17 @@ async fn bad_places_and_api_errors_are_clear() {
         (
             "weather_current",
             json!({ "latitude": 95.0, "longitude": 0.0 }),
-            "latitude must be from -90 to 90, not 95",
+            "arguments.latitude: 95.0 is greater than the maximum of 90",
         ),
         (
             "weather_forecast",
             json!({ "latitude": 0.0, "longitude": 0.0, "days": 17 }),
-            "days must be from 1 to 16, not 17",
+            "arguments.days: 17 is greater than the maximum of 16",
         ),
     ] {
-        let result = try_call(&plugin, tool, args).await.unwrap();
-        assert_eq!(result.is_error, Some(true));
-        let text = &result.content[0].as_text().unwrap().text;
-        assert!(text.contains(expected), "{text}");
+        // The schema's bounds refuse them before the plugin runs.
+        let error = try_call(&plugin, tool, args).await.unwrap_err();
+        assert!(error.contains(expected), "{error}");
     }
     assert!(server.seen().is_empty(), "bad input never reaches the API");
 

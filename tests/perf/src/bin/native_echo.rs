@@ -34,7 +34,7 @@ struct NativeEcho {
 
 impl NativeEcho {
     fn new() -> Self {
-        let mut tool = Tool::new(
+        let tool = Tool::new(
             "echo_echo",
             "Returns `message` exactly as it was given.",
             object(json!({
@@ -44,12 +44,6 @@ impl NativeEcho {
                 "additionalProperties": false,
             })),
         );
-        tool.output_schema = Some(Arc::new(object(json!({
-            "type": "object",
-            "properties": {"value": {"type": "string"}},
-            "required": ["value"],
-            "additionalProperties": false,
-        }))));
         Self {
             tool: Arc::new(tool),
         }
@@ -99,9 +93,8 @@ impl ServerHandler for NativeEcho {
             .and_then(|args| args.get("message"))
             .and_then(Value::as_str)
             .ok_or_else(|| McpError::invalid_params("`message` must be a string", None))?;
-        let mut result = CallToolResult::success(vec![ContentBlock::text(message)]);
-        result.structured_content = Some(json!({"value": message}));
-        Ok(result.into())
+        // As moat renders a string result: text alone.
+        Ok(CallToolResult::success(vec![ContentBlock::text(message)]).into())
     }
 }
 

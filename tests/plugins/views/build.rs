@@ -1,0 +1,3 @@
+fn main() {
+    moat_guest::build::prepare().expect("preparing the plugin's WIT");
+}
