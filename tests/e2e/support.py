@@ -45,6 +45,30 @@ os.environ["MOAT_TOKEN_FILE"] = str(TOKEN_FILE)
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
 
+# The first paragraph of every `instructions` moat sends.
+INSTRUCTIONS_PREAMBLE = (
+    "Tools run as sandboxed WebAssembly components; each one can reach only what its operator granted."
+)
+# The summary of the echo plugin: its world's doc comment in plugins/echo/wit/echo.wit.
+ECHO_SUMMARY = "Sends input back unchanged: a way to try moat out and to measure what a call costs."
+
+
+def assert_text_only(result: Any, text: str) -> None:
+    """Asserts that the `mcp` client's `result` is what a tool returning a WIT `string` answers:
+    a success whose only content is `text`, with no structured content."""
+    assert result.is_error is False, result
+    blocks = [(block.type, getattr(block, "text", None)) for block in result.content]
+    assert blocks == [("text", text)], result
+    assert result.structured_content is None, result
+
+
+def assert_raw_text_only(result: dict[str, Any], text: str) -> None:
+    """The same for the JSON `result` of a raw `tools/call` response."""
+    assert result.get("isError") is False, result
+    assert result["content"] == [{"type": "text", "text": text}], result
+    assert "structuredContent" not in result, result
+
+
 def http_transport(url: str, headers: dict[str, str] | None = None) -> Any:
     """The `mcp` client's Streamable HTTP transport to `url`, sending the tests' token (or
     `headers` instead)."""

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from support import RawServer
+from support import ECHO_SUMMARY, INSTRUCTIONS_PREAMBLE, RawServer, assert_raw_text_only
 
 LEGACY_VERSIONS = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"]
 MODERN = "2026-07-28"
@@ -67,7 +67,8 @@ def echo(
 
 def assert_echoes(server: RawServer, message: str, meta: dict[str, object] | None = None) -> None:
     response = echo(server, message, meta)
-    assert response["result"]["structuredContent"] == {"value": message}, response
+    assert "result" in response, response
+    assert_raw_text_only(response["result"], message)
 
 
 @pytest.mark.parametrize("version", LEGACY_VERSIONS)
@@ -99,12 +100,17 @@ def test_modern_requests_need_no_handshake(echo_server: Callable[[], RawServer])
     assert discovered["supportedVersions"] == ALL_VERSIONS
     assert "tools" in discovered["capabilities"]
     assert discovered["resultType"] == "complete"
+    # The fixed first sentence, then each plugin's summary (its WIT world's doc comment).
+    preamble, *summaries = discovered["instructions"].split("\n\n")
+    assert preamble == INSTRUCTIONS_PREAMBLE
+    assert sorted(summary.split(":")[0] for summary in summaries) == ["chatty", "echo"]
+    assert f"echo: {ECHO_SUMMARY}" in summaries
     listed = server.request("tools/list", {"_meta": MODERN_META})["result"]
     assert listed["resultType"] == "complete"
     assert isinstance(listed["ttlMs"], int) and listed["cacheScope"] in ("public", "private")
     response = echo(server, "stateless", MODERN_META)
     assert response["result"]["resultType"] == "complete"
-    assert response["result"]["structuredContent"] == {"value": "stateless"}
+    assert_raw_text_only(response["result"], "stateless")
 
 
 def test_discover_then_initialize_on_one_connection(echo_server: Callable[[], RawServer]) -> None:
@@ -214,12 +220,14 @@ def test_many_interleaved_calls_each_get_their_own_answer(
     sent = {}
     for n in range(60):
         params: dict[str, object]
+        # (text, structured content): a number is both, a string text alone.
+        expected: tuple[str, object]
         if n % 3 == 0:  # a guest call that takes a while, so answers come back out of order
             params = {"name": "chatty_nap", "arguments": {"ms": 60 - n}}
-            expected: object = {"value": 60 - n}
+            expected = (str(60 - n), {"value": 60 - n})
         else:
             params = {"name": "echo_echo", "arguments": {"message": f"call {n}"}}
-            expected = {"value": f"call {n}"}
+            expected = (f"call {n}", None)
         if meta is not None:
             params["_meta"] = meta
         sent[server.start_request("tools/call", params)] = expected
@@ -228,8 +236,11 @@ def test_many_interleaved_calls_each_get_their_own_answer(
         message = server.receive()
         if "id" in message and "method" not in message:
             answers[message["id"]] = message
-    for request_id, expected in sent.items():
-        assert answers[request_id]["result"]["structuredContent"] == expected
+    for request_id, (text, structured) in sent.items():
+        result = answers[request_id]["result"]
+        assert result["isError"] is False, result
+        assert result["content"] == [{"type": "text", "text": text}], result
+        assert result.get("structuredContent") == structured, result
     order = [m["id"] for m in server.messages() if m.get("id") in sent]
     assert order != sorted(order), "the calls did not overlap"
     assert_echoes(server, "after the crowd", meta)

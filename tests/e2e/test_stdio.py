@@ -20,6 +20,8 @@ from support import (
     RawServer,
     Served,
     assert_only_jsonrpc,
+    assert_raw_text_only,
+    assert_text_only,
 )
 
 
@@ -62,7 +64,7 @@ def test_guest_output_goes_to_stderr_never_to_stdout(raw_chatty: RawServer) -> N
     response = raw_chatty.request(
         "tools/call", {"name": "chatty_shout", "arguments": {"out": out, "err": err}}
     )
-    assert response["result"]["structuredContent"] == {"value": "done"}
+    assert_raw_text_only(response["result"], "done")
     # A panic writes to the guest's stderr too.
     crash = raw_chatty.request(
         "tools/call", {"name": "chatty_crash", "arguments": {"message": f"{marker}-panic"}}
@@ -83,7 +85,7 @@ async def test_guest_output_does_not_disturb_the_client(served: Served) -> None:
     result = await served.client.call_tool(
         "chatty_shout", {"out": f"{marker} out\n", "err": f"{marker} err\n"}
     )
-    assert result.structured_content == {"value": "done"}
+    assert_text_only(result, "done")
     # The client parsed every line moat wrote to stdout.
     assert served.transport_errors == []
     await served.wait_for(lambda: f"{marker} err" in served.stderr(), "guest stderr on moat's")
@@ -164,7 +166,7 @@ def test_exits_on_stdin_eof(
     server = raw_server(str(plugin("echo")))
     server.initialize()
     response = server.request("tools/call", {"name": "echo_echo", "arguments": {"message": "hi"}})
-    assert response["result"]["structuredContent"] == {"value": "hi"}
+    assert_raw_text_only(response["result"], "hi")
 
     server.close_stdin()
     # Well within the 2 s the Python SDK grants before it sends SIGTERM.

@@ -6,15 +6,7 @@ import time
 
 import pytest
 from mcp import MCPError, types
-from support import DEADLINE_MS, LEGACY, MODERN, Served, Servers
-
-ECHO_STRING = {
-    "type": "object",
-    "properties": {"value": {"type": "string"}},
-    "required": ["value"],
-    "additionalProperties": False,
-}
-
+from support import DEADLINE_MS, LEGACY, MODERN, Served, Servers, assert_text_only
 
 def text_of(result: types.CallToolResult) -> str:
     assert len(result.content) == 1, result
@@ -61,18 +53,29 @@ async def test_lists_every_exported_function_as_a_tool(served: Served) -> None:
     assert [tool.name for tool in listing.tools] == sorted(tools)
 
     echo = tools["echo_echo"]
-    assert echo.description == "Returns `message` exactly as it was given."
+    assert echo.title == "Echo"
+    assert echo.description == (
+        "Returns `message` exactly as it was given. Use it only to check that tool calls work\n"
+        "(or to measure them): it does nothing else."
+    )
     assert echo.input_schema == {
         "type": "object",
         "properties": {"message": {"type": "string", "description": "the text to send back."}},
         "required": ["message"],
         "additionalProperties": False,
     }
-    assert echo.output_schema == ECHO_STRING
+    # A string result is text alone: no output schema.
+    assert echo.output_schema is None
+    assert echo.annotations is not None
+    assert echo.annotations.read_only_hint is True
+    assert echo.annotations.open_world_hint is False
 
     repeat = tools["echo_repeat"]
+    assert repeat.title == "Repeat"
+    # The WIT name of a sibling function (`echo`) is rewritten to its tool name.
     assert repeat.description == (
-        "Returns `message` repeated `times` times, joined by `separator` (default: none)."
+        "Returns `message` repeated `times` times, joined by `separator` (default: none). Use it\n"
+        "only to try moat out or to make a long answer for a test; use `echo_echo` instead for one copy."
     )
     assert repeat.input_schema == {
         "type": "object",
@@ -82,17 +85,27 @@ async def test_lists_every_exported_function_as_a_tool(served: Served) -> None:
                 "type": "integer",
                 "minimum": 0,
                 "maximum": 255,
-                "description": "how many copies to return.",
+                "description": "how many copies to return (0 gives the empty text).",
             },
             "separator": {
                 "anyOf": [{"type": "string"}, {"type": "null"}],
                 "description": "placed between copies.",
+                # From the `@schema separator {"default": ""}` tag.
+                "default": "",
             },
         },
         "required": ["message", "times"],
         "additionalProperties": False,
     }
-    assert repeat.output_schema == ECHO_STRING
+    assert repeat.output_schema is None
+
+    # A number result keeps its output schema.
+    assert tools["chatty_nap"].output_schema == {
+        "type": "object",
+        "properties": {"value": {"type": "integer", "minimum": 0, "maximum": 4294967295}},
+        "required": ["value"],
+        "additionalProperties": False,
+    }
 
     # A function without parameters still takes an (empty) object.
     spin = tools["chatty_spin"]
@@ -100,21 +113,18 @@ async def test_lists_every_exported_function_as_a_tool(served: Served) -> None:
     assert spin.input_schema["properties"] == {}
 
 
-async def test_call_returns_text_and_structured_content(served: Served) -> None:
+async def test_a_string_result_is_text_alone_and_a_number_also_structured(served: Served) -> None:
     result = await served.client.call_tool("echo_echo", {"message": "héllo ✓ \"quoted\"\n"})
-    assert result.is_error is False
-    assert text_of(result) == "héllo ✓ \"quoted\"\n"
-    assert result.structured_content == {"value": "héllo ✓ \"quoted\"\n"}
+    assert_text_only(result, "héllo ✓ \"quoted\"\n")
 
     joined = await served.client.call_tool(
         "echo_repeat", {"message": "ab", "times": 3, "separator": "-"}
     )
-    assert text_of(joined) == "ab-ab-ab"
-    assert joined.structured_content == {"value": "ab-ab-ab"}
+    assert_text_only(joined, "ab-ab-ab")
     # The optional parameter may be left out, or be null.
     for arguments in ({"message": "ab", "times": 2}, {"message": "ab", "times": 2, "separator": None}):
         plain = await served.client.call_tool("echo_repeat", arguments)
-        assert plain.structured_content == {"value": "abab"}, arguments
+        assert_text_only(plain, "abab")
 
     count = await served.client.call_tool("chatty_nap", {"ms": 0})
     assert text_of(count) == "0"
@@ -160,7 +170,7 @@ async def test_a_panic_is_a_tool_error_and_the_server_keeps_serving(served: Serv
     assert "crashed" in text and "the sky is falling" in text, text
 
     after = await served.client.call_tool("echo_echo", {"message": "still here"})
-    assert after.structured_content == {"value": "still here"}
+    assert_text_only(after, "still here")
     again = await served.client.call_tool("chatty_nap", {"ms": 1})
     assert again.structured_content == {"value": 1}
 

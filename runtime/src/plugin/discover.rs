@@ -295,7 +295,7 @@ fn describe_tool(
 }
 
 impl Tool {
-    /// The tool with its description, and the descriptions in its schemas, naming functions
+    /// The tool with its description, and the descriptions in its input schema, naming functions
     /// and parameters as the model knows them.
     fn with_references(mut self, references: &References) -> Self {
         let names = self.argument_names();
@@ -307,11 +307,6 @@ impl Tool {
         let mut input = (*self.input_schema).clone();
         rewrite_descriptions(&mut input, references, &params);
         self.input_schema = Arc::new(input);
-        if let Some(output) = &self.output_schema {
-            let mut output = (**output).clone();
-            rewrite_descriptions(&mut output, references, &params);
-            self.output_schema = Some(Arc::new(output));
-        }
         self
     }
 }

@@ -52,7 +52,10 @@ impl Returns {
         }
     }
 
-    /// The tool's `outputSchema`, when it returns structured content, paid from `budget`.
+    /// The tool's `outputSchema`, when it returns structured content, paid from `budget`: the
+    /// exact shape of what it returns, without the comments. The prose is for the model, which
+    /// reads what a tool returns, not its output schema; a client checks the shape. (It was half
+    /// of what `tools/list` sent for the bundled plugins.)
     pub fn output_schema(
         &self,
         docs: Option<TypeDocs<'_>>,
@@ -77,7 +80,8 @@ impl Returns {
         if matches!(ty, Type::String) {
             return Ok(None);
         }
-        let inner = schema::schema(ty, docs, budget)?;
+        let mut inner = schema::schema(ty, docs, budget)?;
+        without_descriptions(&mut inner);
         Ok(Some(if matches!(ty, Type::Record(_)) {
             inner
         } else {
@@ -108,6 +112,30 @@ impl Returns {
             },
             _ => Err("the guest returned a value of the wrong shape".into()),
         }
+    }
+}
+
+/// `schema` without its `description` keywords, at every depth (a property named `description`
+/// stays, and so does any value in `default`, `const`…: they are not keywords).
+fn without_descriptions(schema: &mut Value) {
+    match schema {
+        Value::Object(object) => {
+            if object.get("description").is_some_and(Value::is_string) {
+                object.remove("description");
+            }
+            for (key, value) in object.iter_mut() {
+                match (key.as_str(), value) {
+                    ("properties" | "$defs", Value::Object(map)) => {
+                        map.values_mut().for_each(without_descriptions)
+                    }
+                    // Values, not schemas.
+                    ("const" | "enum" | "default" | "examples", _) => {}
+                    (_, value) => without_descriptions(value),
+                }
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(without_descriptions),
+        _ => {}
     }
 }
 
