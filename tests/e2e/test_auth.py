@@ -33,8 +33,19 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 from mcp.shared.exceptions import MCPError
-from mcp.types import ToolListChangedNotification
-from support import LEGACY, MODES, assert_text_only, free_port, http_transport, stop, wait_for_port
+from mcp.types import DiscoverResult, ToolListChangedNotification
+from support import (
+    ECHO_SUMMARY,
+    INSTRUCTIONS_PREAMBLE,
+    LEGACY,
+    MODERN,
+    MODES,
+    assert_text_only,
+    free_port,
+    http_transport,
+    stop,
+    wait_for_port,
+)
 from test_http import INITIALIZE
 
 API_KEY = "moat_e2e_ci_key_0123456789abcdefghijklmnopqrstu"
@@ -320,6 +331,13 @@ async def test_each_caller_sees_and_calls_only_its_tools(setup: tuple[AuthServer
                       read_timeout_seconds=30) as client:
         result = await client.call_tool("echo_echo", {"message": f"alice {mode}"})
         assert_text_only(result, f"alice {mode}")
+        # The instructions speak of the plugins the caller may use, and of no other.
+        if mode == LEGACY:
+            instructions = client.instructions
+        else:
+            raw = await client.session.send_discover(MODERN)
+            instructions = DiscoverResult.model_validate(raw).instructions
+        assert instructions == f"{INSTRUCTIONS_PREAMBLE}\n\necho: {ECHO_SUMMARY}"
         # Another caller's tool is as unknown as a tool nobody serves.
         with pytest.raises(MCPError) as hidden:
             await client.call_tool("chatty_count", {"message": "x"})

@@ -2,11 +2,26 @@
 
 from __future__ import annotations
 
+import os
 import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
 
 import pytest
-from mcp import MCPError, types
-from support import DEADLINE_MS, LEGACY, MODERN, Served, Servers, assert_text_only
+from mcp import Client, MCPError, StdioServerParameters, types
+from mcp.client.stdio import stdio_client
+from support import (
+    DEADLINE_MS,
+    ECHO_SUMMARY,
+    INSTRUCTIONS_PREAMBLE,
+    LEGACY,
+    MODERN,
+    MODES,
+    Served,
+    Servers,
+    assert_text_only,
+)
 
 def text_of(result: types.CallToolResult) -> str:
     assert len(result.content) == 1, result
@@ -197,3 +212,101 @@ async def test_a_sleep_past_the_deadline_is_stopped_at_the_deadline(servers: Ser
     assert result.is_error is True
     assert "deadline" in text_of(result)
     assert elapsed < DEADLINE_MS / 1000 + 0.7, f"stopped only after {elapsed:.2f}s"
+
+
+async def test_instructions_carry_the_summary_of_each_plugin(served: Served) -> None:
+    if served.mode == LEGACY:
+        # What `initialize` returned, as the client keeps it.
+        instructions = served.client.instructions
+    else:
+        raw = await served.client.session.send_discover(MODERN)
+        instructions = types.DiscoverResult.model_validate(raw).instructions
+    assert instructions is not None
+    # The fixed first sentence, then "PLUGIN: summary" (the world's doc comment) for each plugin.
+    preamble, *summaries = instructions.split("\n\n")
+    assert preamble == INSTRUCTIONS_PREAMBLE
+    assert f"echo: {ECHO_SUMMARY}" in summaries, instructions
+    assert sorted(summary.split(": ")[0] for summary in summaries) == ["chatty", "echo"], instructions
+
+
+@asynccontextmanager
+async def serving(moat_bin: Path, tmp_path: Path, mode: str, *plugins: Path) -> AsyncIterator[Client]:
+    """The `mcp` client on a `moat serve PLUGIN…` of its own, over stdio."""
+    params = StdioServerParameters(
+        command=str(moat_bin),
+        args=["serve", *map(str, plugins)],
+        env={k: v for k, v in os.environ.items() if k.startswith("MOAT_")},
+    )
+    with (tmp_path / f"moat-{mode}.stderr").open("w") as errlog:
+        async with Client(stdio_client(params, errlog=errlog), mode=mode, read_timeout_seconds=60) as client:
+            yield client
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_json_names_are_camel_case_and_the_wit_spelling_is_told_the_right_one(
+    moat_bin: Path, plugin: Callable[[str], Path], tmp_path: Path, mode: str
+) -> None:
+    # text's `base64-encode: func(text: string, url-safe: option<bool>) -> string`.
+    async with serving(moat_bin, tmp_path, mode, plugin("text")) as client:
+        tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+        encode = tools["text_base64_encode"]
+        assert list(encode.input_schema["properties"]) == ["text", "urlSafe"]
+        assert encode.input_schema["properties"]["urlSafe"]["default"] is False
+        assert encode.input_schema["required"] == ["text"]
+        # The sibling `base64-decode` is named as the model knows it.
+        assert encode.description is not None
+        assert encode.description.endswith("`text_base64_decode` reverses it."), encode.description
+
+        # "ÿþ?" is the bytes c3 bf c3 be 3f: the alphabets differ, and so does the padding.
+        safe = await client.call_tool("text_base64_encode", {"text": "ÿþ?", "urlSafe": True})
+        assert_text_only(safe, "w7_Dvj8")
+        standard = await client.call_tool("text_base64_encode", {"text": "ÿþ?", "urlSafe": False})
+        assert_text_only(standard, "w7/Dvj8=")
+        default = await client.call_tool("text_base64_encode", {"text": "ÿþ?"})
+        assert_text_only(default, "w7/Dvj8=")
+
+        # Spelt as WIT does, or in snake_case: refused before the guest runs, with the right name.
+        for spelling in ("url-safe", "url_safe"):
+            refused = await client.call_tool("text_base64_encode", {"text": "ÿþ?", spelling: True})
+            assert refused.is_error is True, refused
+            assert refused.structured_content is None
+            assert text_of(refused) == (
+                f'invalid arguments: arguments: unknown field "{spelling}" (the field is spelt "urlSafe")'
+            )
+
+
+# Arguments that break weather_forecast's `@schema` tags, and what moat says of each.
+OUT_OF_RANGE = [
+    ({"latitude": 52.52, "longitude": 13.41, "days": 0}, "arguments.days: 0 is less than the minimum of 1"),
+    ({"latitude": 52.52, "longitude": 13.41, "days": 17}, "arguments.days: 17 is greater than the maximum of 16"),
+    ({"latitude": 91, "longitude": 13.41}, "arguments.latitude: 91 is greater than the maximum of 90"),
+    ({"latitude": 52.52, "longitude": -180.5}, "arguments.longitude: -180.5 is less than the minimum of -180"),
+]
+
+
+async def test_a_schema_tag_constraint_is_checked_before_the_guest_runs(
+    moat_bin: Path, plugin: Callable[[str], Path], tmp_path: Path
+) -> None:
+    # weather's `@schema days {"minimum": 1, "maximum": 16, "default": 7}` and the coordinates'
+    # ranges. It has no network grant here: a call that reached the guest would say so.
+    async with serving(moat_bin, tmp_path, LEGACY, plugin("weather")) as client:
+        forecast = {tool.name: tool for tool in (await client.list_tools()).tools}["weather_forecast"]
+        days = forecast.input_schema["properties"]["days"]
+        assert days["anyOf"] == [{"type": "integer", "minimum": 1, "maximum": 16}, {"type": "null"}]
+        assert days["default"] == 7
+        latitude = forecast.input_schema["properties"]["latitude"]
+        assert (latitude["type"], latitude["minimum"], latitude["maximum"]) == ("number", -90, 90)
+
+        for arguments, message in OUT_OF_RANGE:
+            refused = await client.call_tool("weather_forecast", arguments)
+            assert refused.is_error is True, (arguments, refused)
+            assert refused.structured_content is None, arguments
+            assert text_of(refused) == f"invalid arguments: {message}"
+
+        # At the edges of the ranges the guest runs, and meets the missing grant.
+        edge = {"latitude": -90, "longitude": 180, "days": 16}
+        allowed = await client.call_tool("weather_forecast", edge)
+        assert allowed.is_error is True, allowed
+        texts = [block.text for block in allowed.content if isinstance(block, types.TextContent)]
+        assert not any("invalid arguments" in text for text in texts), texts
+        assert any("no network grant covers it" in text for text in texts), texts
