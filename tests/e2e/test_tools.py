@@ -277,10 +277,10 @@ async def test_json_names_are_camel_case_and_the_wit_spelling_is_told_the_right_
 
 # Arguments that break weather_forecast's `@schema` tags, and what moat says of each.
 OUT_OF_RANGE = [
-    ({"latitude": 52.52, "longitude": 13.41, "days": 0}, "arguments.days: 0 is less than the minimum of 1"),
-    ({"latitude": 52.52, "longitude": 13.41, "days": 17}, "arguments.days: 17 is greater than the maximum of 16"),
-    ({"latitude": 91, "longitude": 13.41}, "arguments.latitude: 91 is greater than the maximum of 90"),
-    ({"latitude": 52.52, "longitude": -180.5}, "arguments.longitude: -180.5 is less than the minimum of -180"),
+    ({"latitude": 52.52, "longitude": 13.41, "days": 0}, "days: 0 is less than the minimum of 1"),
+    ({"latitude": 52.52, "longitude": 13.41, "days": 17}, "days: 17 is greater than the maximum of 16"),
+    ({"latitude": 91, "longitude": 13.41}, "latitude: 91 is greater than the maximum of 90"),
+    ({"latitude": 52.52, "longitude": -180.5}, "longitude: -180.5 is less than the minimum of -180"),
 ]
 
 

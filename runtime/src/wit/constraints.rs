@@ -227,15 +227,21 @@ impl Check {
             return Ok(());
         };
         let error = innermost(&error);
-        let mut path = String::from("arguments");
+        // Written as `wit::values` writes the path of a type mismatch: `options.label`.
+        let mut path = String::new();
         for segment in error.instance_path().segments() {
             match segment {
                 LocationSegment::Property(name) => {
-                    path.push('.');
+                    if !path.is_empty() {
+                        path.push('.');
+                    }
                     path.push_str(&name);
                 }
                 LocationSegment::Index(index) => path.push_str(&format!("[{index}]")),
             }
+        }
+        if path.is_empty() {
+            path.push_str("arguments");
         }
         Err(ArgError {
             path,

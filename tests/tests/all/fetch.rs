@@ -128,7 +128,7 @@ async fn long_text_comes_in_slices() {
         .await
         .unwrap_err();
     assert!(
-        error.contains("arguments.maxLength: 0 is less than the minimum of 1"),
+        error.contains("maxLength: 0 is less than the minimum of 1"),
         "{error}"
     );
 }
@@ -170,7 +170,7 @@ async fn redirects_json_and_errors() {
         .await
         .unwrap_err();
     // The schema's pattern refuses it before the plugin runs.
-    assert!(error.contains("arguments.url: "), "{error}");
+    assert!(error.contains("url: "), "{error}");
     let error = fetch(&plugin, json!({ "url": "http://example.org/" }))
         .await
         .unwrap_err();

@@ -110,12 +110,12 @@ async fn bad_places_and_api_errors_are_clear() {
         (
             "weather_current",
             json!({ "latitude": 95.0, "longitude": 0.0 }),
-            "arguments.latitude: 95.0 is greater than the maximum of 90",
+            "latitude: 95.0 is greater than the maximum of 90",
         ),
         (
             "weather_forecast",
             json!({ "latitude": 0.0, "longitude": 0.0, "days": 17 }),
-            "arguments.days: 17 is greater than the maximum of 16",
+            "days: 17 is greater than the maximum of 16",
         ),
     ] {
         // The schema's bounds refuse them before the plugin runs.
