@@ -337,3 +337,30 @@ async fn bad_grants_and_bad_files_are_clear_errors() {
     );
     assert_eq!(fixture.read("rw/memory.jsonl"), damaged);
 }
+
+#[tokio::test]
+async fn a_relation_to_an_entity_that_does_not_exist_is_refused() {
+    let fixture = Fixture::new("memory-dangling");
+    let memory = memory(&fixture, "");
+    ok(
+        &memory,
+        "memory_create_entities",
+        json!({"entities": [entity("Ada", "person", &[])]}),
+    )
+    .await;
+    let message = fails(
+        &memory,
+        "memory_create_relations",
+        json!({"relations": [relation("Ada", "Ada", "knows"), relation("Ada", "Nobody", "knows")]}),
+    )
+    .await;
+    // The plugin names its sibling as WIT does; the model reads the tool's MCP name.
+    assert_eq!(
+        message,
+        "no entity is named \"Nobody\"; nothing was changed (memory_create_entities makes it)"
+    );
+    assert_eq!(
+        ok(&memory, "memory_read_graph", json!({})).await["relations"],
+        json!([])
+    );
+}

@@ -251,6 +251,35 @@ fn allow_rules_admit_by_name_and_digest_and_say_why_not() {
     assert!(registry.plugins().is_empty());
     let error = format!("{:#}", errors[0].error);
     assert!(error.contains("requires a permission manifest"), "{error}");
+
+    // Every bundled plugin that needs a grant says what it needs, so each loads.
+    let bundled: Vec<PluginSource> = [
+        ("filesystem", plugins::FILESYSTEM),
+        ("memory", plugins::MEMORY),
+        ("fetch", plugins::FETCH),
+        ("weather", plugins::WEATHER),
+    ]
+    .into_iter()
+    .map(|(name, path)| PluginSource {
+        name: name.into(),
+        source: Source::File(path.into()),
+        limits: Limits::default(),
+        grants: Grants::default(),
+        tools: Default::default(),
+    })
+    .collect();
+    let (registry, errors) =
+        Registry::load_checked(engine(), &bundled, None, &needs_manifest).unwrap();
+    let errors: Vec<String> = errors.iter().map(|e| format!("{:#}", e.error)).collect();
+    assert!(errors.is_empty(), "{errors:#?}");
+    assert_eq!(registry.plugins().len(), 4);
+    for plugin in registry.plugins() {
+        assert!(
+            plugin.admission.manifest.is_some(),
+            "{} carries no manifest",
+            plugin.name
+        );
+    }
     fs::remove_dir_all(&dir).unwrap();
 }
 
