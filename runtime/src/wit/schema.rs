@@ -396,3 +396,21 @@ fn number(n: i128) -> Value {
         _ => unreachable!("WIT integers fit in 64 bits"),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_that_meet_in_json_are_refused() {
+        assert_eq!(
+            distinct(["on-foot", "by-train"].into_iter()).unwrap(),
+            ["onFoot", "byTrain"]
+        );
+        // WIT words may be all upper case: `a-B` and `a-b` are both `aB`.
+        let Err(SchemaError::Invalid(why)) = distinct(["a-b", "a-B"].into_iter()) else {
+            panic!("a clash was let through");
+        };
+        assert!(why.contains("`aB`"), "{why}");
+    }
+}
