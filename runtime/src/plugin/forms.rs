@@ -11,6 +11,7 @@ use wasmtime::component::Type;
 
 use super::discover::Found;
 use crate::sandbox::host::{Answers, AskError, Client, Declared, Detach, Question};
+use crate::wit::constraints::Check;
 use crate::wit::docs::FunctionDocs;
 use crate::wit::schema::{Budget, integer_range, object_schema};
 use crate::wit::values::args_from_json;
@@ -23,6 +24,8 @@ pub struct Form {
     /// The `requestedSchema` of its elicitation.
     pub schema: Value,
     params: Vec<(String, Type)>,
+    /// The check of what `@schema` tags add to its fields, if they add anything.
+    check: Option<Check>,
 }
 
 /// A plugin's forms, by function name.
@@ -54,10 +57,11 @@ impl Form {
                 "form field `{name}` must be a string, number, boolean or enum (or an option of one)"
             ));
         }
+        let mut budget = Budget::new(MAX_FORM_NODES);
         let mut schema = object_schema(
             params.iter().map(|(n, t)| (n.as_str(), t.clone())),
             |param| docs.map(|d| d.param(param)).unwrap_or_default(),
-            &mut Budget::new(MAX_FORM_NODES),
+            &mut budget,
         )
         .map_err(|e| format!("its fields have no schema: {e:?}"))?;
         // Elicitation schemas are flat: an optional field is one that is not required, and its
@@ -65,16 +69,25 @@ impl Form {
         if let Some(properties) = schema["properties"].as_object_mut() {
             for property in properties.values_mut() {
                 if let Some(inner) = property["anyOf"].get(0).cloned() {
-                    let description = property.get("description").cloned();
-                    *property = inner;
-                    if let Some(description) = description {
-                        property["description"] = description;
+                    let outer = std::mem::replace(property, inner);
+                    for keyword in ["description", "default", "examples"] {
+                        if let Some(value) = outer.get(keyword) {
+                            property[keyword] = value.clone();
+                        }
                     }
                 }
             }
         }
         let schema = crate::wit::defs::factor(schema);
-        Ok(Self { schema, params })
+        let check = match (&schema, budget.narrowed()) {
+            (Value::Object(object), true) => Some(Check::new(object)?),
+            _ => None,
+        };
+        Ok(Self {
+            schema,
+            params,
+            check,
+        })
     }
 }
 
@@ -116,7 +129,14 @@ impl Client for Typed {
                     .and_then(|name| self.forms.get(name));
                 if let (Some(form), Some("accept")) = (form, answer["action"].as_str()) {
                     let content = answer["content"].as_object();
-                    if let Err(error) = args_from_json(&form.params, content) {
+                    let checked =
+                        args_from_json(&form.params, content).and_then(|_| match &form.check {
+                            Some(check) => {
+                                check.check(&Value::Object(content.cloned().unwrap_or_default()))
+                            }
+                            None => Ok(()),
+                        });
+                    if let Err(error) = checked {
                         return Err(AskError::Refused(format!(
                             "the answer to \"{key}\" does not fit its form: {error}"
                         )));

@@ -25,9 +25,9 @@ fn notebook(fixture: &Fixture) -> Arc<Plugin> {
 }
 
 /// A client that answers every question with `answer`, and keeps the questions.
-struct Answering {
+pub(crate) struct Answering {
     answer: Option<Value>,
-    asked: Mutex<Vec<Question>>,
+    pub(crate) asked: Mutex<Vec<Question>>,
 }
 
 impl Client for Answering {
@@ -54,7 +54,7 @@ impl Client for Answering {
     }
 }
 
-fn answering(answer: Option<Value>) -> Arc<Answering> {
+pub(crate) fn answering(answer: Option<Value>) -> Arc<Answering> {
     Arc::new(Answering {
         answer,
         asked: Mutex::default(),

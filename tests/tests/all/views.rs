@@ -264,3 +264,40 @@ fn the_bundled_plugins_lint_clean() {
         assert!(findings.is_empty(), "{name}: {findings:#?}");
     }
 }
+
+#[tokio::test]
+async fn a_form_carries_its_constraints_and_an_answer_that_breaks_them_is_refused() {
+    use moat::plugin::Exchange;
+    use moat::sandbox::host::Client;
+    let plugin = load("views", plugins::VIEWS);
+    let (_, schema) = plugin.forms().find(|(name, _)| *name == "book").unwrap();
+    assert_eq!(
+        schema["properties"]["nights"],
+        json!({"type": "integer", "minimum": 1, "maximum": 30, "default": 2, "description": "how many nights."})
+    );
+    let book = |answer: Value| {
+        let client = crate::notebook::answering(Some(answer));
+        let exchange = Exchange {
+            events: None,
+            client: Some(client as std::sync::Arc<dyn Client>),
+        };
+        let plugin = plugin.clone();
+        async move {
+            let tool = tool(&plugin, "views_book_trip");
+            let outcome = plugin
+                .call_asking(tool, json!({}).as_object(), exchange)
+                .await;
+            let result = outcome.result.unwrap();
+            (result.is_error, text(&result).to_string())
+        }
+    };
+    let (failed, said) = book(json!({"action": "accept", "content": {"nights": 0}})).await;
+    assert_eq!(failed, Some(true));
+    assert!(
+        said.contains("does not fit its form: nights: 0 is less than the minimum of 1"),
+        "{said}"
+    );
+    let (failed, said) = book(json!({"action": "accept", "content": {"nights": 3}})).await;
+    assert_eq!(failed, Some(false), "{said}");
+    assert!(said.contains(r#""nights":3"#), "{said}");
+}

@@ -7,6 +7,8 @@
 
 moat_guest::generate!("views");
 
+use moat::plugin::client::{Question, TypedForm, ask};
+
 struct Views;
 
 impl Guest for Views {
@@ -35,6 +37,19 @@ impl Guest for Views {
         ))
     }
 
+    fn book_trip() -> Result<String, String> {
+        let question = Question::ElicitTyped(TypedForm {
+            name: "book".into(),
+            message: "How many nights?".into(),
+        });
+        let answers = ask(&[("nights".to_string(), question)])?;
+        Ok(answers
+            .into_iter()
+            .map(|(_, answer)| answer)
+            .collect::<Vec<_>>()
+            .join(""))
+    }
+
     fn too_wide(_n: u8) {}
 
     fn wrong_keyword(_n: u8) {}
@@ -42,6 +57,10 @@ impl Guest for Views {
     fn no_such_param(_n: u8) {}
 
     fn required_default(_n: u8) {}
+}
+
+impl exports::forms::Guest for Views {
+    fn book(_nights: Option<u8>) {}
 }
 
 export!(Views);
