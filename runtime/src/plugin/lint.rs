@@ -7,6 +7,7 @@
 use serde_json::Value;
 
 use super::{Plugin, Tool};
+use crate::wit::constraints::KEYWORDS;
 
 /// One thing to look at.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -206,18 +207,11 @@ fn is_narrowed(schema: &Value) -> bool {
         .and_then(|any| any.get(0))
         .and_then(Value::as_object)
         .unwrap_or(object);
-    const NARROWING: [&str; 9] = [
-        "exclusiveMinimum",
-        "exclusiveMaximum",
-        "multipleOf",
-        "minLength",
-        "maxLength",
-        "pattern",
-        "format",
-        "minItems",
-        "maxItems",
-    ];
-    if NARROWING.iter().any(|k| inner.contains_key(*k)) {
+    // Any `@schema` keyword but a range (which every integer type has), a default or examples.
+    let narrowing = KEYWORDS
+        .iter()
+        .filter(|k| !matches!(**k, "minimum" | "maximum" | "default" | "examples"));
+    if narrowing.into_iter().any(|k| inner.contains_key(*k)) {
         return true;
     }
     let whole_range = |key: &str| {
