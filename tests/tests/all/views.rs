@@ -238,6 +238,11 @@ fn lint_points_at_what_a_model_would_get_wrong() {
         has("views_cancel_trip.tripId: the parameter has no description"),
         "{findings:#?}"
     );
+    // "call ping": a one-word sibling in prose, which no rewrite can tell from a word.
+    assert!(
+        has("views_cancel_trip: names `ping` as WIT does"),
+        "{findings:#?}"
+    );
     // plan_trip and list_places are written as they should be.
     assert!(
         !findings

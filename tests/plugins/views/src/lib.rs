@@ -50,6 +50,10 @@ impl Guest for Views {
             .join(""))
     }
 
+    fn ping() -> String {
+        "pong".into()
+    }
+
     fn too_wide(_n: u8) {}
 
     fn wrong_keyword(_n: u8) {}
