@@ -39,7 +39,10 @@ pub fn load(
     policy: &Policy,
 ) -> Result<(Registry, Vec<LoadError>)> {
     let cache = open_cache();
-    let spinner = progress.spinner(&format!("compiling {} plugins", sources.len()));
+    let spinner = progress.spinner(&match sources.len() {
+        1 => format!("compiling {}", sources[0].name),
+        n => format!("compiling {n} plugins"),
+    });
     let loaded = Registry::load_fetched(engine, sources, fetched, cache.as_ref(), policy);
     spinner.finish_and_clear();
     loaded
