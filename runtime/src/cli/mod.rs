@@ -46,8 +46,8 @@ enum Command {
         /// The secrets file for `${secret:NAME}` in moat.toml, instead of the one it names.
         #[arg(long, requires = "config")]
         secrets: Option<PathBuf>,
-        /// Serve Streamable HTTP at http://ADDRESS/mcp instead of stdio: HOST:PORT, or a bare
-        /// PORT on 127.0.0.1.
+        /// Serve Streamable HTTP at http://ADDRESS/mcp instead of stdio: IP:PORT, localhost:PORT,
+        /// or a bare PORT on 127.0.0.1.
         #[arg(long, value_name = "ADDRESS", value_parser = moat::mcp::http::parse_listen_address)]
         http: Option<std::net::SocketAddr>,
         #[command(flatten)]
