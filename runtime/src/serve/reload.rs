@@ -397,6 +397,20 @@ impl Loader {
         }
         failed.extend(refused);
 
+        // A reload that would serve nothing at all, where something is served, is a mistake
+        // (a config emptied by accident, every plugin broken): what is served stays.
+        if registry.plugins().is_empty() && !self.loaded.is_empty() {
+            let reasons: Vec<String> = failed
+                .iter()
+                .map(|f| format!("; plugin \"{}\": {:#}", f.plugin, f.error))
+                .collect();
+            bail!(
+                "it would serve no plugin, so the {} served stay as they were{}",
+                self.loaded.len(),
+                reasons.concat()
+            );
+        }
+
         // From now on, remember exactly what is served: a removed plugin is freed once its last
         // call in flight ends.
         let mut loaded = HashMap::new();
