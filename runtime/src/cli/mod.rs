@@ -3,6 +3,7 @@
 mod hosts;
 mod inspect;
 mod load;
+pub mod logging;
 mod policy;
 mod serve;
 mod supply;
@@ -32,6 +33,20 @@ use supply::{lock, pull, push, verify};
 pub struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// Log less: warnings and errors only (-qq: errors only).
+    #[arg(short, long, global = true, action = clap::ArgAction::Count, conflicts_with = "verbose")]
+    quiet: u8,
+    /// Log more: moat's debug lines (-vv: every crate's, -vvv: trace). A set MOAT_LOG filter
+    /// (e.g. `info,moat=debug`) takes the place of both flags.
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    verbose: u8,
+}
+
+impl Cli {
+    /// The count of `-v` less the count of `-q`.
+    pub fn verbosity(&self) -> i8 {
+        (self.verbose.min(8) as i8) - (self.quiet.min(8) as i8)
+    }
 }
 
 #[derive(Subcommand)]

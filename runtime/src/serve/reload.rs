@@ -442,8 +442,24 @@ impl Loader {
 }
 
 impl Outcome {
-    /// Reports every failure precisely, then what the load amounted to.
+    /// One line per plugin (loaded, reused, kept or not loaded, and why), then what the load
+    /// amounted to.
     pub fn log(&self) {
+        for plugin in self.registry.plugins() {
+            let name = &*plugin.name;
+            let how = if self.compiled.iter().any(|c| c == name) {
+                "compiled or taken from the cache"
+            } else if self.unchanged.iter().any(|u| u == name) {
+                "unchanged"
+            } else {
+                continue; // kept: its failure says so below
+            };
+            tracing::info!(
+                plugin = name,
+                "loaded, {} tools ({how})",
+                plugin.tools.len()
+            );
+        }
         for error in &self.failed {
             if self.kept.contains(&error.plugin) {
                 tracing::error!(
