@@ -1,5 +1,6 @@
 //! The `moat` command line: the arguments, and one module per group of commands.
 
+mod call;
 mod hosts;
 mod inspect;
 mod load;
@@ -21,8 +22,9 @@ use moat::supply::policy::Policy;
 use moat::supply::signing;
 use moat::supply::source::Store;
 
+use call::call;
 use hosts::{Host, Launch, snippet};
-use inspect::{call, inspect};
+use inspect::inspect;
 use policy::policy_check;
 use serve::serve;
 use supply::{lock, pull, push, verify};
@@ -179,15 +181,19 @@ enum Command {
         #[command(subcommand)]
         action: CacheAction,
     },
-    /// Call one tool once and print the MCP result as JSON.
+    /// Call one tool once and print the MCP result as JSON; with no TOOL, list the tools.
+    #[command(after_help = call::EXIT_CODES)]
     Call {
-        /// A file, an https:// URL or an oci:// reference.
+        /// A file, an https:// URL or an oci:// reference; with --config, the plugin's name (or
+        /// file) in that config.
         plugin: String,
         /// The tool's MCP name, or the plain name of the exported function.
-        tool: String,
-        /// The arguments, as a JSON object.
-        #[arg(default_value = "{}")]
-        arguments: String,
+        tool: Option<String>,
+        /// The arguments, as a JSON object (default `{}`); `-` reads them from stdin.
+        arguments: Option<String>,
+        /// Call the plugin with the grants and limits this moat.toml gives it.
+        #[arg(long)]
+        config: Option<PathBuf>,
     },
 }
 
@@ -347,7 +353,8 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
             plugin,
             tool,
             arguments,
-        } => call(&plugin, tool, arguments).await,
+            config,
+        } => Ok(call(&plugin, tool, arguments, config.as_deref()).await),
         Command::Config {
             action: Some(ConfigAction::Schema),
             ..
