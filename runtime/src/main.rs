@@ -7,7 +7,9 @@ use clap::{CommandFactory, FromArgMatches};
 mod cli;
 
 fn main() -> ExitCode {
-    let matches = cli::Cli::command().get_matches();
+    let matches = cli::Cli::command()
+        .version(cli::version::text())
+        .get_matches();
     let cli = match cli::Cli::from_arg_matches(&matches) {
         Ok(cli) => cli,
         Err(error) => error.exit(),

@@ -3,11 +3,13 @@
 mod call;
 mod hosts;
 mod inspect;
+mod keys;
 mod load;
 pub mod logging;
 mod policy;
 mod serve;
 mod supply;
+pub mod version;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -176,6 +178,18 @@ enum Command {
         #[arg(long, default_value = "moat.toml")]
         config: PathBuf,
     },
+    /// Make a minisign key pair for `moat sign`: PREFIX.key (secret, mode 0600) and PREFIX.pub.
+    Keygen {
+        /// The files' path without extension.
+        #[arg(default_value = "minisign")]
+        prefix: PathBuf,
+        /// Leave the secret key unencrypted (else its password is MOAT_SIGN_PASSWORD, or asked
+        /// for on a terminal).
+        #[arg(long)]
+        no_password: bool,
+    },
+    /// Print a shell's completion script: `moat completions bash > /etc/bash_completion.d/moat`.
+    Completions { shell: clap_complete::Shell },
     /// Manage the cache of compiled plugins (`MOAT_CACHE_DIR`, else `~/.cache/moat`).
     Cache {
         #[command(subcommand)]
@@ -326,6 +340,15 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Pull { source } => pull(&source).await,
         Command::Push { file, reference } => push(&file, &reference).await,
         Command::Lock { config } => lock(&config).await,
+        Command::Keygen {
+            prefix,
+            no_password,
+        } => keys::keygen(&prefix, no_password),
+        Command::Completions { shell } => {
+            let mut command = <Cli as clap::CommandFactory>::command();
+            clap_complete::generate(shell, &mut command, "moat", &mut std::io::stdout());
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Sign { key, file } => {
             let out = signing::sign_file(&key, &file)?;
             eprintln!("moat: wrote {}", out.display());
