@@ -1,7 +1,9 @@
 //! The `moat` command line: the arguments, and one module per group of commands.
 
+mod cache;
 mod call;
 mod hosts;
+mod init;
 mod inspect;
 mod keys;
 mod load;
@@ -177,6 +179,16 @@ enum Command {
         /// The moat.toml whose plugins to pin; the lock is the same path with `.lock`.
         #[arg(long, default_value = "moat.toml")]
         config: PathBuf,
+        /// Write nothing; exit 1 when the lock is missing or differs from what the plugins give
+        /// now (for CI).
+        #[arg(long)]
+        check: bool,
+    },
+    /// Write a commented starter moat.toml (never over an existing file).
+    Init {
+        /// Where to write it.
+        #[arg(default_value = "moat.toml")]
+        path: PathBuf,
     },
     /// Make a minisign key pair for `moat sign`: PREFIX.key (secret, mode 0600) and PREFIX.pub.
     Keygen {
@@ -286,6 +298,12 @@ enum ConfigAction {
 enum CacheAction {
     /// Delete every compiled plugin in the cache.
     Clear,
+    /// List what the cache holds: compiled plugins and downloads, with their sizes.
+    List,
+    /// Print the cache folder.
+    Dir,
+    /// Print how much the cache holds.
+    Size,
 }
 
 pub async fn run(cli: Cli) -> Result<ExitCode> {
@@ -339,7 +357,8 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         }
         Command::Pull { source } => pull(&source).await,
         Command::Push { file, reference } => push(&file, &reference).await,
-        Command::Lock { config } => lock(&config).await,
+        Command::Lock { config, check } => lock(&config, check).await,
+        Command::Init { path } => init::init(&path),
         Command::Keygen {
             prefix,
             no_password,
@@ -429,6 +448,18 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
             );
             Ok(ExitCode::SUCCESS)
         }
+        Command::Cache {
+            action: CacheAction::List,
+        } => cache::list(),
+        Command::Cache {
+            action: CacheAction::Dir,
+        } => {
+            print_out(&cache::dir()?.display().to_string());
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Cache {
+            action: CacheAction::Size,
+        } => cache::size(),
         Command::Cache {
             action: CacheAction::Clear,
         } => {

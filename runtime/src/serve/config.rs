@@ -272,6 +272,9 @@ const EXPANDED_PATTERN: &str = r"^(?:[^$]|\$+(?:[^${]|$)|\$+\{(?:env|secret):[^}
 /// An absolute guest path none of whose parts is `..`.
 const GUEST_PATH_PATTERN: &str = r"^(?:/(?:[^/]?|[^/.][^/]|\.[^/.]|[^/]{3,}))+$";
 
+/// The commented `moat.toml` that `moat init` writes: a config moat reads and the schema fits.
+pub const STARTER: &str = include_str!("starter.toml");
+
 /// Reads `moat.toml` into plugin sources, paths resolved against the file's folder.
 pub fn read(path: &Path) -> Result<Vec<PluginSource>> {
     read_with_secrets(path, None)

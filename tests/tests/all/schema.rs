@@ -266,6 +266,14 @@ fn values_that_could_never_hold_are_refused_with_the_reason() {
     }
 }
 
+/// `moat init`'s starter is a config moat reads and editors' schema takes.
+#[test]
+fn the_starter_config_fits_and_loads() {
+    assert_fits(moat::serve::config::STARTER, "moat init's starter");
+    let sources = moat_reads(moat::serve::config::STARTER).expect("moat reads the starter");
+    assert_eq!(sources.len(), 1);
+}
+
 /// Reads `text` as moat would, from a `moat.toml` in a fresh temp folder holding a folder `d`.
 fn moat_reads(text: &str) -> anyhow::Result<Vec<moat::supply::PluginSource>> {
     let dir = moat_tests::TempDir::new("schema");
