@@ -2,6 +2,8 @@
 
 mod cache;
 mod call;
+mod doctor;
+mod host_files;
 mod hosts;
 mod init;
 mod inspect;
@@ -128,8 +130,9 @@ enum Command {
         #[command(subcommand)]
         action: PolicyAction,
     },
-    /// Print what an MCP host needs to start this moat with these arguments, or (`moat config
-    /// schema`) the JSON Schema of moat.toml.
+    /// Print what an MCP host needs to start this moat with these arguments (or, with --write,
+    /// merge it into the host's own config file), or (`moat config schema`) the JSON Schema of
+    /// moat.toml.
     #[command(
         args_conflicts_with_subcommands = true,
         subcommand_negates_reqs = true,
@@ -155,6 +158,8 @@ enum Command {
         /// With --http: the local token's file, as given to `moat serve --token-file`.
         #[arg(long, value_name = "FILE", requires = "http")]
         token_file: Option<PathBuf>,
+        #[command(flatten)]
+        write: host_files::WriteArgs,
     },
     /// Credentials for `moat serve --http`.
     Auth {
@@ -202,6 +207,9 @@ enum Command {
     },
     /// Print a shell's completion script: `moat completions bash > /etc/bash_completion.d/moat`.
     Completions { shell: clap_complete::Shell },
+    /// Check this machine for moat: the wasm32-wasip2 target, the cache, the policy in force,
+    /// and each MCP host's config file.
+    Doctor,
     /// Manage the cache of compiled plugins (`MOAT_CACHE_DIR`, else `~/.cache/moat`).
     Cache {
         #[command(subcommand)]
@@ -368,6 +376,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
             clap_complete::generate(shell, &mut command, "moat", &mut std::io::stdout());
             Ok(ExitCode::SUCCESS)
         }
+        Command::Doctor => doctor::doctor().await,
         Command::Sign { key, file } => {
             let out = signing::sign_file(&key, &file)?;
             eprintln!("moat: wrote {}", out.display());
@@ -412,6 +421,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
             http,
             name,
             token_file,
+            write,
         } => {
             let host = host.context("name the host")?;
             let launch = match http {
@@ -426,6 +436,9 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
                     &std::env::current_dir()?,
                 ),
             };
+            if write.write {
+                return host_files::write(host, &name, &launch, write.file);
+            }
             print_out(&snippet(host, &name, &launch)?);
             Ok(ExitCode::SUCCESS)
         }
