@@ -17,7 +17,8 @@ use super::print_out;
 
 /// The exit codes, for `moat call --help`.
 pub const EXIT_CODES: &str = "\
-Exit codes (every failure also prints an MCP result with isError on stdout):
+Exit codes (once the command line is read, every failure also prints an MCP result with
+isError on stdout; clap's own usage errors print only their message on stderr):
   0  the tool succeeded (or, with no TOOL, the tools were listed)
   1  the tool reported an error (isError: true)
   2  usage: a bad command line, arguments that are not a JSON object or do not fit the tool's
