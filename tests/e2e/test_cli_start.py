@@ -144,3 +144,42 @@ def test_messages_read_as_sentences(moat_bin: Path, plugin: Callable[[str], Path
     policy.chmod(0o644)
     refused = run(moat_bin, "serve", plugin("echo"), "--policy", policy)
     assert "does not allow serving over stdio" in refused.stderr
+
+
+def test_a_log_line_never_lands_on_a_spinner(moat_bin: Path, plugin: Callable[[str], Path], tmp_path: Path) -> None:
+    """On a terminal the compile spinner is wiped before each log line and drawn again after."""
+    import os
+    import select
+
+    config = tmp_path / "moat.toml"
+    # Grants the plugin does not ask for: each is cut with a warning while the spinner turns.
+    config.write_text(
+        f"[plugins.echo]\npath = {json.dumps(str(plugin('echo')))}\n"
+        'env = { A = "b" }\nnetwork = ["https://example.com"]\n'
+    )
+    master, terminal = os.openpty()
+    env = {k: v for k, v in os.environ.items() if k != "MOAT_LOG"}
+    env["MOAT_CACHE_DIR"] = str(tmp_path / "cache")  # a fresh cache: compiling takes a while
+    process = subprocess.Popen(
+        [str(moat_bin), "inspect", "--config", str(config), "echo"],
+        stdout=subprocess.DEVNULL,
+        stderr=terminal,
+        env=env,
+    )
+    os.close(terminal)
+    drawn = b""
+    while select.select([master], [], [], 60)[0]:
+        try:
+            chunk = os.read(master, 4096)
+        except OSError:
+            break
+        if not chunk:
+            break
+        drawn += chunk
+    assert process.wait(timeout=60) == 0
+    text = drawn.decode(errors="replace")
+    assert "compiling echo" in text and "compiling 1 plugins" not in text
+    warnings = [line for line in text.split("\n") if "WARN" in line]
+    assert len(warnings) == 2, text
+    for line in warnings:
+        assert "compiling" not in line.split("\x1b[2K")[-1], f"a log line glued to the spinner: {line!r}"
