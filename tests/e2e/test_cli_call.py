@@ -79,3 +79,22 @@ def test_the_exit_codes_are_documented(moat_bin: Path) -> None:
     helped = subprocess.run([str(moat_bin), "call", "--help"], capture_output=True, text=True, timeout=60)
     for line in ["0  the tool succeeded", "1  the tool reported an error", "2  usage", "3  the plugin could not", "4  the call failed"]:
         assert line in helped.stdout
+
+
+def test_a_plugin_of_a_locked_config_is_called_only_as_pinned(
+    moat_bin: Path, plugin: Callable[[str], Path], tmp_path: Path
+) -> None:
+    import shutil
+
+    wasm = tmp_path / "tool.wasm"
+    shutil.copy(plugin("echo"), wasm)
+    config = tmp_path / "moat.toml"
+    config.write_text('[plugins.tool]\npath = "tool.wasm"\n')
+    locked = subprocess.run([str(moat_bin), "lock", "--config", str(config)], capture_output=True, text=True, timeout=120)
+    assert locked.returncode == 0, locked.stderr
+    pinned = call(moat_bin, "--config", config, "tool", "echo", '{"message": "x"}')
+    assert pinned.returncode == 0, pinned.stderr
+    shutil.copy(plugin("chatty"), wasm)
+    changed = call(moat_bin, "--config", config, "tool", "nap", '{"ms": 1}')
+    assert changed.returncode == 3, changed.stderr
+    assert "moat.lock pins" in result_of(changed)["content"][0]["text"]

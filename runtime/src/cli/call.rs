@@ -12,7 +12,7 @@ use moat::plugin::{CallError, Plugin, Tool};
 use moat::supply::policy::Policy;
 use moat::wit::naming::sanitize;
 
-use super::load::{configured_source, load_one, load_source};
+use super::load::{load_configured, load_one};
 use super::print_out;
 
 /// The exit codes, for `moat call --help`.
@@ -68,10 +68,7 @@ async fn try_call(
     };
     let policy = Policy::resolve(None).map_err(|e| (Failure::Load, format!("{e:#}")))?;
     let loaded = match config {
-        Some(config) => match configured_source(config, source) {
-            Ok(source) => load_source(source, &policy).await,
-            Err(error) => Err(error),
-        },
+        Some(config) => load_configured(config, source, &policy).await,
         None => load_one(source, &policy).await,
     };
     let (plugin, _) = loaded.map_err(|e| (Failure::Load, format!("{e:#}")))?;

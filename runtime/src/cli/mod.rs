@@ -225,7 +225,8 @@ enum Command {
         tool: Option<String>,
         /// The arguments, as a JSON object (default `{}`); `-` reads them from stdin.
         arguments: Option<String>,
-        /// Call the plugin with the grants and limits this moat.toml gives it.
+        /// Call the plugin with the grants and limits this moat.toml gives it (and only as the
+        /// lock beside it pins it, when there is one).
         #[arg(long)]
         config: Option<PathBuf>,
     },
