@@ -2,24 +2,24 @@
 
 use std::process::ExitCode;
 
-use clap::Parser;
+use clap::{CommandFactory, FromArgMatches};
 
 mod cli;
 
 fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_env_filter(
-            // The TLS verifier logs a refused certificate as an error of its own; moat's error
-            // already names it. rmcp logs every message it receives at info: a line per
-            // request of every caller, which a shared server cannot afford by default.
-            tracing_subscriber::EnvFilter::try_from_env("MOAT_LOG")
-                .unwrap_or_else(|_| "info,rmcp=warn,rustls_platform_verifier=off".into()),
-        )
-        .init();
+    let matches = cli::Cli::command()
+        .version(cli::version::text())
+        .get_matches();
+    let cli = match cli::Cli::from_arg_matches(&matches) {
+        Ok(cli) => cli,
+        Err(error) => error.exit(),
+    };
+    if let Err(error) = cli::logging::init(cli.verbosity()) {
+        eprintln!("moat: {error:#}");
+        return ExitCode::from(2);
+    }
     let runtime = tokio::runtime::Runtime::new().expect("starting the async runtime");
-    match runtime.block_on(cli::run(cli::Cli::parse())) {
+    match runtime.block_on(cli::run(cli)) {
         Ok(code) => code,
         Err(error) => {
             eprintln!("moat: {error:#}");

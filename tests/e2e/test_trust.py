@@ -123,7 +123,7 @@ def test_a_malformed_or_refusing_policy_stops_serve(
     http_only = write_policy(tmp_path / "http.toml", 'transports = ["http"]\n')
     result = run(moat_bin, "serve", "--policy", http_only, plugin("echo"), check=False)
     assert result.returncode == 2
-    assert "does not allow serving over Stdio" in result.stderr
+    assert "does not allow serving over stdio" in result.stderr
 
     loose = write_policy(tmp_path / "loose.toml", '[[allow]]\nname = "*"\n')
     loose.chmod(0o666)

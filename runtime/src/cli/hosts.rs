@@ -49,15 +49,35 @@ impl Launch {
 pub fn snippet(host: Host, name: &str, launch: &Launch) -> Result<String> {
     let json = |value: Value| Ok(serde_json::to_string_pretty(&value)?);
     match (host, launch) {
-        (Host::ClaudeDesktop | Host::Cursor, Launch::Stdio { command, args }) => json(json!({
-            "mcpServers": {name: {"command": command, "args": args}}
-        })),
+        (Host::ClaudeCode, _) => claude_code_command(name, launch),
+        _ => {
+            let (key, server) = entry(host, launch);
+            json(json!({ key: { name: server } }))
+        }
+    }
+}
+
+/// The table of servers in `host`'s config file, and this moat's entry in it.
+pub fn entry(host: Host, launch: &Launch) -> (&'static str, Value) {
+    match (host, launch) {
+        (
+            Host::ClaudeDesktop | Host::Cursor | Host::ClaudeCode,
+            Launch::Stdio { command, args },
+        ) => ("mcpServers", json!({"command": command, "args": args})),
         (Host::Cursor, Launch::Http { url, headers }) => {
             let mut server = json!({"url": url});
             if !headers.is_empty() {
                 server["headers"] = header_map(headers);
             }
-            json(json!({"mcpServers": {name: server}}))
+            ("mcpServers", server)
+        }
+        // Claude Code's project file, `.mcp.json`.
+        (Host::ClaudeCode, Launch::Http { url, headers }) => {
+            let mut server = json!({"type": "http", "url": url});
+            if !headers.is_empty() {
+                server["headers"] = header_map(headers);
+            }
+            ("mcpServers", server)
         }
         // Claude Desktop's file starts stdio servers only: mcp-remote bridges to HTTP, the
         // header's value in its environment rather than on a command line `ps` shows.
@@ -74,19 +94,26 @@ pub fn snippet(host: Host, name: &str, launch: &Launch) -> Result<String> {
             if !env.is_empty() {
                 server["env"] = Value::Object(env);
             }
-            json(json!({"mcpServers": {name: server}}))
+            ("mcpServers", server)
         }
-        (Host::Vscode, Launch::Stdio { command, args }) => json(json!({
-            "servers": {name: {"type": "stdio", "command": command, "args": args}}
-        })),
+        (Host::Vscode, Launch::Stdio { command, args }) => (
+            "servers",
+            json!({"type": "stdio", "command": command, "args": args}),
+        ),
         (Host::Vscode, Launch::Http { url, headers }) => {
             let mut server = json!({"type": "http", "url": url});
             if !headers.is_empty() {
                 server["headers"] = header_map(headers);
             }
-            json(json!({"servers": {name: server}}))
+            ("servers", server)
         }
-        (Host::ClaudeCode, Launch::Stdio { command, args }) => {
+    }
+}
+
+/// The `claude mcp add` command that gives Claude Code this moat.
+fn claude_code_command(name: &str, launch: &Launch) -> Result<String> {
+    match launch {
+        Launch::Stdio { command, args } => {
             let words: Vec<String> = std::iter::once(command.display().to_string())
                 .chain(args.iter().cloned())
                 .map(|w| shell_quote(&w))
@@ -97,7 +124,7 @@ pub fn snippet(host: Host, name: &str, launch: &Launch) -> Result<String> {
                 words.join(" ")
             ))
         }
-        (Host::ClaudeCode, Launch::Http { url, headers }) => {
+        Launch::Http { url, headers } => {
             let mut command = format!(
                 "claude mcp add --transport http {} {}",
                 shell_quote(name),

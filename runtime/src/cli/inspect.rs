@@ -1,13 +1,12 @@
-//! `moat inspect` and `moat call`: what a plugin offers, and one call of a tool.
+//! `moat inspect`: what a plugin offers.
 
 use std::path::Path;
 use std::process::ExitCode;
 
-use anyhow::{Context, Result, bail};
+use anyhow::Result;
 use serde_json::{Value, json};
 
 use moat::supply::policy::Policy;
-use moat::wit::naming::sanitize;
 
 use super::load::{configured_source, load_one, load_source};
 use super::print_out;
@@ -200,40 +199,4 @@ pub async fn inspect(
     );
     print_out(out.trim_end());
     Ok(ExitCode::SUCCESS)
-}
-
-pub async fn call(source: &str, tool_name: String, arguments: String) -> Result<ExitCode> {
-    let arguments: Value =
-        serde_json::from_str(&arguments).context("the arguments are not valid JSON")?;
-    let Value::Object(arguments) = arguments else {
-        bail!("the arguments must be a JSON object");
-    };
-    let (plugin, _) = load_one(source, &Policy::resolve(None)?).await?;
-    let tool = plugin
-        .tools
-        .iter()
-        .find(|t| {
-            let function = t.export.rsplit('#').next().unwrap_or_default();
-            t.name == tool_name || function == tool_name || sanitize(function) == tool_name
-        })
-        .with_context(|| {
-            let names: Vec<&str> = plugin.tools.iter().map(|t| t.name.as_str()).collect();
-            format!(
-                "no tool \"{tool_name}\"; the plugin has: {}",
-                names.join(", ")
-            )
-        })?;
-    let result = match plugin.call(tool, Some(&arguments), None).await {
-        Ok(result) => result,
-        Err(error) => {
-            eprintln!("moat: {error}");
-            return Ok(ExitCode::from(1));
-        }
-    };
-    print_out(&serde_json::to_string_pretty(&result)?);
-    Ok(if result.is_error == Some(true) {
-        ExitCode::from(1)
-    } else {
-        ExitCode::SUCCESS
-    })
 }

@@ -9,6 +9,7 @@ use moat::plugin::Plugin;
 use moat::plugin::registry::{LoadError, Registry};
 use moat::serve::config;
 use moat::supply::PluginSource;
+use moat::supply::lock::Lock;
 use moat::supply::policy::Policy;
 use moat::supply::source::{Fetched, Fetcher, Progress, Source};
 
@@ -39,7 +40,10 @@ pub fn load(
     policy: &Policy,
 ) -> Result<(Registry, Vec<LoadError>)> {
     let cache = open_cache();
-    let spinner = progress.spinner(&format!("compiling {} plugins", sources.len()));
+    let spinner = progress.spinner(&match sources.len() {
+        1 => format!("compiling {}", sources[0].name),
+        n => format!("compiling {n} plugins"),
+    });
     let loaded = Registry::load_fetched(engine, sources, fetched, cache.as_ref(), policy);
     spinner.finish_and_clear();
     loaded
@@ -58,6 +62,34 @@ pub async fn load_one(text: &str, policy: &Policy) -> Result<(Arc<Plugin>, Strin
 pub async fn load_source(source: PluginSource, policy: &Policy) -> Result<(Arc<Plugin>, String)> {
     let fetcher = Fetcher::from_env();
     let fetched = fetcher.fetch(&source.source).await?;
+    load_fetched(source, fetched, &fetcher, policy)
+}
+
+/// The plugin of `config` named `plugin` (or whose file it is), loaded as `moat serve --config`
+/// loads it: with its grants, and only if the lock beside the config, when there is one, pins
+/// what its source gives now.
+pub async fn load_configured(
+    config: &Path,
+    plugin: &str,
+    policy: &Policy,
+) -> Result<(Arc<Plugin>, String)> {
+    let source = configured_source(config, plugin)?;
+    let fetcher = Fetcher::from_env();
+    let mut fetched = vec![fetcher.fetch(&source.source).await];
+    if let Some(lock) = Lock::read(&Lock::path_for(config))? {
+        let base = config.parent().unwrap_or(Path::new(""));
+        lock.enforce(base, std::slice::from_ref(&source), &mut fetched);
+    }
+    let fetched = fetched.pop().expect("one fetch")?;
+    load_fetched(source, fetched, &fetcher, policy)
+}
+
+fn load_fetched(
+    source: PluginSource,
+    fetched: Fetched,
+    fetcher: &Fetcher,
+    policy: &Policy,
+) -> Result<(Arc<Plugin>, String)> {
     let origin = fetched.origin.clone();
     let engine = moat::sandbox::engine::new_engine_with_fuel(source.limits.fuel.is_some())?;
     let (registry, mut errors) = load(

@@ -1,12 +1,20 @@
 //! The `moat` command line: the arguments, and one module per group of commands.
 
+mod cache;
+mod call;
+mod doctor;
+mod host_files;
 mod hosts;
+mod init;
 mod inspect;
+mod keys;
 mod lint;
 mod load;
+pub mod logging;
 mod policy;
 mod serve;
 mod supply;
+pub mod version;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -21,8 +29,9 @@ use moat::supply::policy::Policy;
 use moat::supply::signing;
 use moat::supply::source::Store;
 
+use call::call;
 use hosts::{Host, Launch, snippet};
-use inspect::{call, inspect};
+use inspect::inspect;
 use policy::policy_check;
 use serve::serve;
 use supply::{lock, pull, push, verify};
@@ -33,6 +42,20 @@ use supply::{lock, pull, push, verify};
 pub struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// Log less: warnings and errors only (-qq: errors only).
+    #[arg(short, long, global = true, action = clap::ArgAction::Count, conflicts_with = "verbose")]
+    quiet: u8,
+    /// Log more: moat's debug lines (-vv: every crate's, -vvv: trace). A set MOAT_LOG filter
+    /// (e.g. `info,moat=debug`) takes the place of both flags.
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    verbose: u8,
+}
+
+impl Cli {
+    /// The count of `-v` less the count of `-q`.
+    pub fn verbosity(&self) -> i8 {
+        (self.verbose.min(8) as i8) - (self.quiet.min(8) as i8)
+    }
 }
 
 #[derive(Subcommand)]
@@ -47,8 +70,8 @@ enum Command {
         /// The secrets file for `${secret:NAME}` in moat.toml, instead of the one it names.
         #[arg(long, requires = "config")]
         secrets: Option<PathBuf>,
-        /// Serve Streamable HTTP at http://ADDRESS/mcp instead of stdio: HOST:PORT, or a bare
-        /// PORT on 127.0.0.1.
+        /// Serve Streamable HTTP at http://ADDRESS/mcp instead of stdio: IP:PORT, localhost:PORT,
+        /// or a bare PORT on 127.0.0.1.
         #[arg(long, value_name = "ADDRESS", value_parser = moat::mcp::http::parse_listen_address)]
         http: Option<std::net::SocketAddr>,
         #[command(flatten)]
@@ -127,8 +150,9 @@ enum Command {
         #[command(subcommand)]
         action: PolicyAction,
     },
-    /// Print what an MCP host needs to start this moat with these arguments, or (`moat config
-    /// schema`) the JSON Schema of moat.toml.
+    /// Print what an MCP host needs to start this moat with these arguments (or, with --write,
+    /// merge it into the host's own config file), or (`moat config schema`) the JSON Schema of
+    /// moat.toml.
     #[command(
         args_conflicts_with_subcommands = true,
         subcommand_negates_reqs = true,
@@ -154,6 +178,8 @@ enum Command {
         /// With --http: the local token's file, as given to `moat serve --token-file`.
         #[arg(long, value_name = "FILE", requires = "http")]
         token_file: Option<PathBuf>,
+        #[command(flatten)]
+        write: host_files::WriteArgs,
     },
     /// Credentials for `moat serve --http`.
     Auth {
@@ -178,21 +204,51 @@ enum Command {
         /// The moat.toml whose plugins to pin; the lock is the same path with `.lock`.
         #[arg(long, default_value = "moat.toml")]
         config: PathBuf,
+        /// Write nothing; exit 1 when the lock is missing or differs from what the plugins give
+        /// now (for CI).
+        #[arg(long)]
+        check: bool,
     },
+    /// Write a commented starter moat.toml (never over an existing file).
+    Init {
+        /// Where to write it.
+        #[arg(default_value = "moat.toml")]
+        path: PathBuf,
+    },
+    /// Make a minisign key pair for `moat sign`: PREFIX.key (secret, mode 0600) and PREFIX.pub.
+    Keygen {
+        /// The files' path without extension.
+        #[arg(default_value = "minisign")]
+        prefix: PathBuf,
+        /// Leave the secret key unencrypted (else its password is MOAT_SIGN_PASSWORD, or asked
+        /// for on a terminal).
+        #[arg(long)]
+        no_password: bool,
+    },
+    /// Print a shell's completion script: `moat completions bash > /etc/bash_completion.d/moat`.
+    Completions { shell: clap_complete::Shell },
+    /// Check this machine for moat: the wasm32-wasip2 target, the cache, the policy in force,
+    /// and each MCP host's config file.
+    Doctor,
     /// Manage the cache of compiled plugins (`MOAT_CACHE_DIR`, else `~/.cache/moat`).
     Cache {
         #[command(subcommand)]
         action: CacheAction,
     },
-    /// Call one tool once and print the MCP result as JSON.
+    /// Call one tool once and print the MCP result as JSON; with no TOOL, list the tools.
+    #[command(after_help = call::EXIT_CODES)]
     Call {
-        /// A file, an https:// URL or an oci:// reference.
+        /// A file, an https:// URL or an oci:// reference; with --config, the plugin's name (or
+        /// file) in that config.
         plugin: String,
         /// The tool's MCP name, or the plain name of the exported function.
-        tool: String,
-        /// The arguments, as a JSON object.
-        #[arg(default_value = "{}")]
-        arguments: String,
+        tool: Option<String>,
+        /// The arguments, as a JSON object (default `{}`); `-` reads them from stdin.
+        arguments: Option<String>,
+        /// Call the plugin with the grants and limits this moat.toml gives it (and only as the
+        /// lock beside it pins it, when there is one).
+        #[arg(long)]
+        config: Option<PathBuf>,
     },
 }
 
@@ -271,6 +327,12 @@ enum ConfigAction {
 enum CacheAction {
     /// Delete every compiled plugin in the cache.
     Clear,
+    /// List what the cache holds: compiled plugins and downloads, with their sizes.
+    List,
+    /// Print the cache folder.
+    Dir,
+    /// Print how much the cache holds.
+    Size,
 }
 
 pub async fn run(cli: Cli) -> Result<ExitCode> {
@@ -334,7 +396,18 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         }
         Command::Pull { source } => pull(&source).await,
         Command::Push { file, reference } => push(&file, &reference).await,
-        Command::Lock { config } => lock(&config).await,
+        Command::Lock { config, check } => lock(&config, check).await,
+        Command::Init { path } => init::init(&path),
+        Command::Keygen {
+            prefix,
+            no_password,
+        } => keys::keygen(&prefix, no_password),
+        Command::Completions { shell } => {
+            let mut command = <Cli as clap::CommandFactory>::command();
+            clap_complete::generate(shell, &mut command, "moat", &mut std::io::stdout());
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Doctor => doctor::doctor().await,
         Command::Sign { key, file } => {
             let out = signing::sign_file(&key, &file)?;
             eprintln!("moat: wrote {}", out.display());
@@ -362,7 +435,8 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
             plugin,
             tool,
             arguments,
-        } => call(&plugin, tool, arguments).await,
+            config,
+        } => Ok(call(&plugin, tool, arguments, config.as_deref()).await),
         Command::Config {
             action: Some(ConfigAction::Schema),
             ..
@@ -378,6 +452,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
             http,
             name,
             token_file,
+            write,
         } => {
             let host = host.context("name the host")?;
             let launch = match http {
@@ -392,6 +467,9 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
                     &std::env::current_dir()?,
                 ),
             };
+            if write.write {
+                return host_files::write(host, &name, &launch, write.file);
+            }
             print_out(&snippet(host, &name, &launch)?);
             Ok(ExitCode::SUCCESS)
         }
@@ -414,6 +492,18 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
             );
             Ok(ExitCode::SUCCESS)
         }
+        Command::Cache {
+            action: CacheAction::List,
+        } => cache::list(),
+        Command::Cache {
+            action: CacheAction::Dir,
+        } => {
+            print_out(&cache::dir()?.display().to_string());
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Cache {
+            action: CacheAction::Size,
+        } => cache::size(),
         Command::Cache {
             action: CacheAction::Clear,
         } => {

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
 use rmcp::ServiceExt;
 
 use moat::access::Principal;
@@ -61,6 +61,9 @@ pub async fn serve(
         None => None,
     };
     let (sources, fetched) = served.fetch().await?;
+    if sources.is_empty() {
+        bail!("nothing to serve: {}", why_no_sources(&served));
+    }
     // Fuel metering costs every plugin: only when one asks for it.
     let fuel = sources.iter().any(|s| s.limits.fuel.is_some());
     let audit_path = audit.as_ref().map(|(path, _)| path.clone());
@@ -92,6 +95,18 @@ pub async fn serve(
         .with_private(audit_path);
     let outcome = tokio::task::block_in_place(|| loader.load_fetched(&sources, fetched))?;
     outcome.log();
+    if outcome.registry.plugins().is_empty() {
+        let reasons: Vec<String> = outcome
+            .failed
+            .iter()
+            .map(|failure| format!("\n  plugin \"{}\": {:#}", failure.plugin, failure.error))
+            .collect();
+        bail!(
+            "nothing to serve: none of the {} plugins loaded:{}",
+            sources.len(),
+            reasons.concat()
+        );
+    }
     let registry = Arc::new(outcome.registry);
     let catalogue = Catalogue::with_audit(registry, page_size, audit);
     catalogue.set_tool_sets(tool_sets);
@@ -137,6 +152,29 @@ pub async fn serve(
     }
     ended?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Why `served` names no plugin at all.
+fn why_no_sources(served: &Served) -> String {
+    let folders: Vec<String> = served
+        .paths
+        .iter()
+        .filter(|p| p.is_dir())
+        .map(|p| p.display().to_string())
+        .collect();
+    let mut why = Vec::new();
+    if !folders.is_empty() {
+        why.push(format!("no .wasm file in {}", folders.join(", ")));
+    }
+    if let Some(config) = &served.config {
+        why.push(format!("{} has no [plugins.NAME] table", config.display()));
+    }
+    if why.is_empty() {
+        return "name plugins (files, folders, https:// URLs, oci:// references) or --config \
+                moat.toml"
+            .into();
+    }
+    why.join("; ")
 }
 
 /// The compiled-plugin cache, or none (with a warning) when it cannot be used.

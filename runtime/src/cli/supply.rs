@@ -64,11 +64,14 @@ pub async fn push(file: &Path, target: &str) -> Result<ExitCode> {
 
 /// `moat lock`: fetches and loads every plugin of a moat.toml, shows how each differs from the
 /// lock file, and writes the lock file anew. Nothing is written unless every plugin loads.
-pub async fn lock(config_path: &Path) -> Result<ExitCode> {
+/// With `check`, nothing is written at all, and any difference (or no lock) is exit code 1.
+pub async fn lock(config_path: &Path, check: bool) -> Result<ExitCode> {
     let sources = config::read(config_path)?;
     let lock_path = Lock::path_for(config_path);
     let base = config_path.parent().unwrap_or(Path::new(""));
-    let old = Lock::read(&lock_path)?.unwrap_or_default();
+    let existing = Lock::read(&lock_path)?;
+    let missing = existing.is_none();
+    let old = existing.unwrap_or_default();
     let fetcher = Fetcher::from_env();
     let fetched = fetch_all(&fetcher, &sources).await;
     let engine = moat::sandbox::engine::new_engine()?;
@@ -87,6 +90,24 @@ pub async fn lock(config_path: &Path) -> Result<ExitCode> {
     }
     let new = registry.lock(&sources, base)?;
     let report = old.report(&new);
+    if check {
+        print_out(&report.join("\n"));
+        if missing {
+            eprintln!("moat: {} is missing; run `moat lock`", lock_path.display());
+            return Ok(ExitCode::from(1));
+        }
+        if old.version != new.version || old.plugins != new.plugins {
+            eprintln!(
+                "moat: {} differs from what the plugins of {} give now (above); run `moat lock` \
+                 and review the change",
+                lock_path.display(),
+                config_path.display()
+            );
+            return Ok(ExitCode::from(1));
+        }
+        eprintln!("moat: {} is up to date", lock_path.display());
+        return Ok(ExitCode::SUCCESS);
+    }
     new.write(&lock_path)?;
     print_out(&report.join("\n"));
     tracing::info!("wrote {}", lock_path.display());

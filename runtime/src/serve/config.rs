@@ -40,7 +40,7 @@ use serde::Deserialize;
 
 use crate::sandbox::grants::{FileGrant, Grants};
 use crate::sandbox::limits::{Limits, in_bytes};
-use crate::sandbox::network::{Injection, Network, NetworkGrant};
+use crate::sandbox::network::{HostPattern, Injection, Network, NetworkGrant};
 use crate::serve::service::{self, Service};
 use crate::supply::PluginSource;
 use crate::supply::source::Source;
@@ -140,11 +140,15 @@ struct PluginEntry {
     /// or `oci://…@sha256:…`.
     #[schemars(regex(pattern = SOURCE_PATTERN))]
     source: Option<String>,
-    /// Wall-clock time a call may take, instantiation included, in milliseconds.
-    #[schemars(extend("default" = Limits::default().deadline.as_millis() as u64))]
+    /// Wall-clock time a call may take, instantiation included, in milliseconds; at least 1.
+    #[schemars(range(min = 1), extend("default" = Limits::default().deadline.as_millis() as u64))]
     deadline_ms: Option<u64>,
-    /// The most linear memory an instance may grow to, all its memories together, in MiB.
-    #[schemars(extend("default" = Limits::default().max_memory_bytes >> 20))]
+    /// The most linear memory an instance may grow to, all its memories together, in MiB: 1 to
+    /// 1024, the most moat's engine gives any instance.
+    #[schemars(
+        range(min = 1, max = MAX_MEMORY_MB),
+        extend("default" = Limits::default().max_memory_bytes >> 20)
+    )]
     max_memory_mb: Option<usize>,
     /// The most a call may write to stdout, and again to stderr, in KiB.
     #[schemars(extend("default" = Limits::default().max_output_bytes >> 10))]
@@ -267,6 +271,9 @@ const EXPANDED_PATTERN: &str = r"^(?:[^$]|\$+(?:[^${]|$)|\$+\{(?:env|secret):[^}
 
 /// An absolute guest path none of whose parts is `..`.
 const GUEST_PATH_PATTERN: &str = r"^(?:/(?:[^/]?|[^/.][^/]|\.[^/.]|[^/]{3,}))+$";
+
+/// The commented `moat.toml` that `moat init` writes: a config moat reads and the schema fits.
+pub const STARTER: &str = include_str!("starter.toml");
 
 /// Reads `moat.toml` into plugin sources, paths resolved against the file's folder.
 pub fn read(path: &Path) -> Result<Vec<PluginSource>> {
@@ -448,6 +455,7 @@ pub fn parse(
                 max_queued_calls: entry.max_queued_calls.unwrap_or(defaults.max_queued_calls),
                 fuel: entry.fuel,
             };
+            check_limits(&entry).with_context(|| format!("plugin \"{name}\""))?;
             if limits.fuel == Some(0) {
                 bail!("plugin \"{name}\": fuel must be at least 1 (leave it out for no limit)");
             }
@@ -470,6 +478,27 @@ pub fn parse(
             })
         })
         .collect()
+}
+
+/// The most memory moat's engine lets any instance have, in MiB.
+const MAX_MEMORY_MB: usize = crate::sandbox::engine::MAX_MEMORY_BYTES >> 20;
+
+/// Refuses limits that would load but could never be honoured: every call failing at once, or
+/// memory reported as granted beyond what the engine gives any instance.
+fn check_limits(entry: &PluginEntry) -> Result<()> {
+    if entry.deadline_ms == Some(0) {
+        bail!("deadline_ms = 0 would stop every call before it starts; give at least 1");
+    }
+    match entry.max_memory_mb {
+        Some(0) => {
+            bail!("max_memory_mb = 0 leaves no memory for any instance; give 1 to {MAX_MEMORY_MB}")
+        }
+        Some(mb) if mb > MAX_MEMORY_MB => bail!(
+            "max_memory_mb = {mb} is more than the {MAX_MEMORY_MB} MiB moat's engine gives any \
+             instance; give at most {MAX_MEMORY_MB}"
+        ),
+        _ => Ok(()),
+    }
 }
 
 /// Refuses a directory grant, read-only or not, that contains the secrets file: its values are
@@ -545,11 +574,11 @@ fn grants(entry: &PluginEntry, base: &Path, lookup: &Lookup) -> Result<Grants> {
     }
     let mut network = Network::default();
     for grant in &entry.network {
-        network.grants.push(
-            grant
-                .parse::<NetworkGrant>()
-                .with_context(|| format!("network grant \"{grant}\""))?,
-        );
+        let parsed = grant
+            .parse::<NetworkGrant>()
+            .and_then(refuse_loopback_name)
+            .with_context(|| format!("network grant \"{grant}\""))?;
+        network.grants.push(parsed);
     }
     for inject in &entry.inject {
         network.inject.push(
@@ -562,6 +591,22 @@ fn grants(entry: &PluginEntry, base: &Path, lookup: &Lookup) -> Result<Grants> {
         env: vars,
         network: network.into(),
     })
+}
+
+/// Refuses a grant of `localhost` (or a name under it): such names always resolve to loopback,
+/// which moat refuses for a name, so no call could ever pass the grant.
+fn refuse_loopback_name(grant: NetworkGrant) -> Result<NetworkGrant> {
+    if let HostPattern::Name(name) | HostPattern::Subdomains(name) = &grant.host {
+        let name = name.trim_end_matches('.').to_ascii_lowercase();
+        if name == "localhost" || name.ends_with(".localhost") {
+            bail!(
+                "localhost is always a loopback address, which moat refuses to reach by name \
+                 (no call could pass this grant); grant the address itself, as in \
+                 http://127.0.0.1:8080 or http://[::1]:8080"
+            );
+        }
+    }
+    Ok(grant)
 }
 
 fn injection(entry: &InjectEntry, lookup: &Lookup, grants: &[NetworkGrant]) -> Result<Injection> {

@@ -397,6 +397,20 @@ impl Loader {
         }
         failed.extend(refused);
 
+        // A reload that would serve nothing at all, where something is served, is a mistake
+        // (a config emptied by accident, every plugin broken): what is served stays.
+        if registry.plugins().is_empty() && !self.loaded.is_empty() {
+            let reasons: Vec<String> = failed
+                .iter()
+                .map(|f| format!("; plugin \"{}\": {:#}", f.plugin, f.error))
+                .collect();
+            bail!(
+                "it would serve no plugin, so the {} served stay as they were{}",
+                self.loaded.len(),
+                reasons.concat()
+            );
+        }
+
         // From now on, remember exactly what is served: a removed plugin is freed once its last
         // call in flight ends.
         let mut loaded = HashMap::new();
@@ -428,8 +442,24 @@ impl Loader {
 }
 
 impl Outcome {
-    /// Reports every failure precisely, then what the load amounted to.
+    /// One line per plugin (loaded, reused, kept or not loaded, and why), then what the load
+    /// amounted to.
     pub fn log(&self) {
+        for plugin in self.registry.plugins() {
+            let name = &*plugin.name;
+            let how = if self.compiled.iter().any(|c| c == name) {
+                "compiled or taken from the cache"
+            } else if self.unchanged.iter().any(|u| u == name) {
+                "unchanged"
+            } else {
+                continue; // kept: its failure says so below
+            };
+            tracing::info!(
+                plugin = name,
+                "loaded, {} tools ({how})",
+                plugin.tools.len()
+            );
+        }
         for error in &self.failed {
             if self.kept.contains(&error.plugin) {
                 tracing::error!(

@@ -167,6 +167,18 @@ fn open_secret_key(text: &str) -> Result<minisign::SecretKey> {
     let bytes = base64::engine::general_purpose::STANDARD
         .decode(line.trim())
         .context("not a minisign secret key file")?;
+    // A public key is 42 bytes (algorithm, key ID, key); a secret key box is far longer.
+    if bytes.len() == 42
+        || text
+            .lines()
+            .next()
+            .is_some_and(|l| l.contains("public key"))
+    {
+        bail!(
+            "this is a minisign public key, which verifies signatures; sign with the secret key \
+             (the .key file made with it)"
+        );
+    }
     // Bytes 2..4 name the key derivation; zero means the key is stored unencrypted. The
     // minisign tool writes an all-zero checksum for such keys, which the crate's
     // `from_unencrypted_box` refuses, so read the plain key directly.

@@ -76,6 +76,37 @@ fn unchanged_plugins_are_reused_changed_ones_compiled_removed_ones_dropped() {
     fs::remove_dir_all(&dir).unwrap();
 }
 
+/// A reload that would leave nothing served (the config emptied, every plugin gone) is refused,
+/// saying so: the plugins served stay, and a later reload reuses them as they are.
+#[test]
+fn a_reload_that_would_serve_nothing_keeps_what_is_served() {
+    let dir = TempDir::new("reload-nothing");
+    fs::copy(plugins::ECHO, dir.join("echo.wasm")).unwrap();
+    let config = dir.join("moat.toml");
+    fs::write(&config, "[plugins.echo]\npath = \"echo.wasm\"\n").unwrap();
+    let served = Served {
+        config: Some(config.clone()),
+        ..Default::default()
+    };
+    let mut loader = Loader::new(engine().clone(), None);
+    let first = load(&mut loader, &served);
+    let echo = plugin(&first.registry, "echo").clone();
+
+    fs::write(&config, "# every plugin gone\n").unwrap();
+    let error = loader
+        .load(&served.sources().unwrap())
+        .err()
+        .expect("refused");
+    assert!(
+        format!("{error:#}").contains("would serve no plugin"),
+        "{error:#}"
+    );
+    fs::write(&config, "[plugins.echo]\npath = \"echo.wasm\"\n").unwrap();
+    let again = load(&mut loader, &served);
+    assert_eq!(again.unchanged, ["echo"]);
+    assert!(Arc::ptr_eq(plugin(&again.registry, "echo"), &echo));
+}
+
 #[test]
 fn a_changed_setting_loads_the_plugin_again_with_it() {
     let dir = TempDir::new("reload-settings");

@@ -134,6 +134,15 @@ fn mistakes_moat_refuses_do_not_fit() {
         ),
         (plugin("path = \"a.wasm\"\nfuel = 0"), "no fuel"),
         (
+            plugin("path = \"a.wasm\"\ndeadline_ms = 0"),
+            "no time at all",
+        ),
+        (
+            plugin("path = \"a.wasm\"\nmax_memory_mb = 99999"),
+            "more memory than the engine gives",
+        ),
+        (plugin("path = \"a.wasm\"\nmax_memory_mb = 0"), "no memory"),
+        (
             plugin("path = \"a.wasm\"\nmax_concurrent_calls = 0"),
             "no calls at once",
         ),
@@ -218,6 +227,51 @@ fn mistakes_moat_refuses_do_not_fit() {
         assert_fits(&text, "a corrected config");
         moat_reads(&text).unwrap_or_else(|e| panic!("moat refuses {text}: {e:#}"));
     }
+}
+
+/// Limits no call could live with and grants no call could pass are refused when moat.toml is
+/// read, each saying why, rather than failing every call later.
+#[test]
+fn values_that_could_never_hold_are_refused_with_the_reason() {
+    let plugin = |entry: &str| format!("[plugins.a]\npath = \"a.wasm\"\n{entry}\n");
+    for (entry, reason) in [
+        ("deadline_ms = 0", "deadline_ms = 0 would stop every call"),
+        (
+            "max_memory_mb = 99999",
+            "more than the 1024 MiB moat's engine gives",
+        ),
+        (
+            "network = [\"localhost\"]",
+            "localhost is always a loopback address",
+        ),
+        (
+            "network = [\"http://localhost:8080\"]",
+            "grant the address itself",
+        ),
+        (
+            "network = [\"*.localhost\"]",
+            "localhost is always a loopback address",
+        ),
+    ] {
+        let error = moat_reads(&plugin(entry)).expect_err(entry);
+        assert!(format!("{error:#}").contains(reason), "{entry}: {error:#}");
+    }
+    for entry in [
+        "deadline_ms = 1",
+        "max_memory_mb = 1024",
+        "network = [\"http://127.0.0.1:8080\"]",
+    ] {
+        moat_reads(&plugin(entry)).unwrap_or_else(|e| panic!("{entry}: {e:#}"));
+        assert_fits(&plugin(entry), entry);
+    }
+}
+
+/// `moat init`'s starter is a config moat reads and editors' schema takes.
+#[test]
+fn the_starter_config_fits_and_loads() {
+    assert_fits(moat::serve::config::STARTER, "moat init's starter");
+    let sources = moat_reads(moat::serve::config::STARTER).expect("moat reads the starter");
+    assert_eq!(sources.len(), 1);
 }
 
 /// Reads `text` as moat would, from a `moat.toml` in a fresh temp folder holding a folder `d`.

@@ -86,14 +86,43 @@ impl Settings {
 /// The largest JSON-RPC request body moat reads.
 pub const MAX_REQUEST_BYTES: usize = 4 << 20;
 
-/// Reads the `--http` address: `HOST:PORT`, or a bare `PORT`, which binds 127.0.0.1 (never every
-/// interface by accident).
+/// Reads the `--http` address: `HOST:PORT` with an IP address or `localhost` (127.0.0.1), or a
+/// bare `PORT`, which binds 127.0.0.1 (never every interface by accident).
 pub fn parse_listen_address(text: &str) -> Result<SocketAddr, String> {
     if let Ok(port) = text.parse::<u16>() {
         return Ok(SocketAddr::from(([127, 0, 0, 1], port)));
     }
-    text.parse()
-        .map_err(|_| format!("\"{text}\" is neither PORT nor HOST:PORT (e.g. 127.0.0.1:8080)"))
+    if let Ok(addr) = text.parse() {
+        return Ok(addr);
+    }
+    // Why not, precisely: the host, the port, or the brackets IPv6 needs.
+    let Some((host, port)) = text.rsplit_once(':') else {
+        return Err(match text.parse::<std::net::IpAddr>() {
+            Ok(_) => format!("\"{text}\" has no port: give {text}:PORT"),
+            Err(_) if text.eq_ignore_ascii_case("localhost") => {
+                "\"localhost\" has no port: give localhost:PORT".into()
+            }
+            Err(_) => format!(
+                "\"{text}\" is neither a PORT (0 to 65535) nor HOST:PORT (e.g. 127.0.0.1:8080)"
+            ),
+        });
+    };
+    let port: u16 = port
+        .parse()
+        .map_err(|_| format!("\"{text}\": the port \"{port}\" is not a number from 0 to 65535"))?;
+    if host.eq_ignore_ascii_case("localhost") {
+        // What localhost means to every client on this machine; binding does not resolve names.
+        return Ok(SocketAddr::from(([127, 0, 0, 1], port)));
+    }
+    if host.contains(':') && !host.starts_with('[') {
+        return Err(format!(
+            "\"{text}\": an IPv6 address goes in brackets, as in [::1]:{port}"
+        ));
+    }
+    Err(format!(
+        "\"{text}\": the host \"{host}\" is not an IP address (moat binds addresses, and \
+         resolves only localhost); give one such as 127.0.0.1, [::1] or 0.0.0.0"
+    ))
 }
 
 /// Serves MCP on `addr` until `shutdown` is cancelled.
@@ -269,6 +298,14 @@ mod tests {
             parse_listen_address("[::1]:9"),
             Ok("[::1]:9".parse().unwrap())
         );
-        assert!(parse_listen_address("localhost").is_err());
+        assert_eq!(
+            parse_listen_address("localhost:8080"),
+            Ok(SocketAddr::from(([127, 0, 0, 1], 8080)))
+        );
+        let error = |text| parse_listen_address(text).unwrap_err();
+        assert!(error("localhost").contains("no port"));
+        assert!(error("localhost:99999").contains("port \"99999\""));
+        assert!(error("example.com:80").contains("not an IP address"));
+        assert!(error("::1:80").contains("brackets"));
     }
 }

@@ -112,6 +112,15 @@ pub enum Transport {
     Http,
 }
 
+impl std::fmt::Display for Transport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Transport::Stdio => "stdio",
+            Transport::Http => "HTTP",
+        })
+    }
+}
+
 /// A host directory under which grants may lie, and the widest mode they may have there.
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -353,7 +362,7 @@ impl Policy {
         if let Some(allowed) = &self.transports
             && !allowed.contains(&transport)
         {
-            bail!("{} does not allow serving over {transport:?}", self.name());
+            bail!("{} does not allow serving over {transport}", self.name());
         }
         if let (Some(binds), Some(addr)) = (&self.http_bind, addr)
             && !binds
@@ -382,7 +391,7 @@ impl Policy {
         let wasm = &component.wasm[..];
         let digest = component.digest.to_string();
         let publisher = self.publisher(wasm, component.signature.as_deref())?;
-        let mut allowed_by = "no policy is in force".to_string();
+        let mut allowed_by = "default (no policy is in force)".to_string();
         let mut ceiling = self.ceiling.clone();
         if let Some(rules) = &self.allow {
             let why_not: Vec<String> = rules

@@ -1,7 +1,16 @@
 //! Progress bars for downloads and compiles, drawn only when stderr is a terminal: in a pipe, a
 //! log file or under an MCP host they would be noise.
 
+use std::sync::OnceLock;
+
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+/// Every bar on stderr, in one set: the log writer suspends them all while it writes.
+static STDERR_BARS: OnceLock<MultiProgress> = OnceLock::new();
+
+fn stderr_bars() -> &'static MultiProgress {
+    STDERR_BARS.get_or_init(|| MultiProgress::with_draw_target(ProgressDrawTarget::stderr()))
+}
 
 /// Where progress bars go, if anywhere.
 #[derive(Clone)]
@@ -11,11 +20,18 @@ impl Progress {
     /// Bars on stderr when it is a terminal, none otherwise.
     pub fn for_stderr() -> Self {
         if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
-            Self(Some(MultiProgress::with_draw_target(
-                ProgressDrawTarget::stderr(),
-            )))
+            Self(Some(stderr_bars().clone()))
         } else {
             Self::hidden()
+        }
+    }
+
+    /// Runs `write` with the bars on stderr wiped and drawn again after it, so that a log line
+    /// never lands glued to a spinner.
+    pub fn suspend<R>(write: impl FnOnce() -> R) -> R {
+        match STDERR_BARS.get() {
+            Some(bars) => bars.suspend(write),
+            None => write(),
         }
     }
 

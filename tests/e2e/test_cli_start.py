@@ -1,0 +1,185 @@
+"""`moat serve` at start: it stops, saying why, when there is nothing to serve; values that could
+never hold are refused when the config is read; `--http` takes `localhost`; the log is as loud
+as `-q`, `-v` and `MOAT_LOG` say, and a bad `MOAT_LOG` is an error.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+from support import free_port, stop, wait_for_port
+
+
+def run(*args: str | Path, env: dict[str, str] | None = None, stdin: str = "") -> subprocess.CompletedProcess[str]:
+    """Runs moat to its end; stdin is closed at once, so a `serve` that starts serving stops."""
+    return subprocess.run(
+        [str(a) for a in args], input=stdin, capture_output=True, text=True, timeout=120, env=env
+    )
+
+
+def test_serve_stops_when_there_is_nothing_to_serve(moat_bin: Path, tmp_path: Path) -> None:
+    nothing = run(moat_bin, "serve")
+    assert nothing.returncode != 0
+    assert "nothing to serve" in nothing.stderr and "--config" in nothing.stderr
+
+    empty = tmp_path / "moat.toml"
+    empty.write_text("# no plugins yet\n")
+    from_config = run(moat_bin, "serve", "--config", empty)
+    assert from_config.returncode != 0
+    assert f"{empty} has no [plugins.NAME] table" in from_config.stderr
+
+    folder = tmp_path / "plugins"
+    folder.mkdir()
+    from_folder = run(moat_bin, "serve", folder)
+    assert from_folder.returncode != 0
+    assert f"no .wasm file in {folder}" in from_folder.stderr
+
+
+def test_serve_stops_when_every_plugin_fails_with_each_reason(
+    moat_bin: Path, plugin: Callable[[str], Path], tmp_path: Path
+) -> None:
+    missing = tmp_path / "gone.wasm"
+    config = tmp_path / "moat.toml"
+    config.write_text(
+        f"[plugins.gone]\npath = {json.dumps(str(missing))}\n\n"
+        f"[plugins.echo]\npath = {json.dumps(str(plugin('echo')))}\n"
+    )
+    policy = tmp_path / "policy.toml"
+    policy.write_text('[[allow]]\nname = "someone_else"\n')
+    policy.chmod(0o644)
+    result = run(moat_bin, "serve", "--config", config, "--policy", policy)
+    assert result.returncode != 0
+    assert "none of the 2 plugins loaded" in result.stderr
+    assert 'plugin "gone"' in result.stderr and "gone.wasm" in result.stderr
+    assert 'plugin "echo"' in result.stderr and "allows no plugin like this one" in result.stderr
+
+
+def test_values_that_could_never_hold_are_refused_at_load(
+    moat_bin: Path, plugin: Callable[[str], Path], tmp_path: Path
+) -> None:
+    config = tmp_path / "moat.toml"
+    echo = json.dumps(str(plugin("echo")))
+    for setting, reason in [
+        ("deadline_ms = 0", "deadline_ms = 0 would stop every call"),
+        ("max_memory_mb = 99999", "more than the 1024 MiB moat's engine gives"),
+        ('network = ["http://localhost:8080"]', "localhost is always a loopback address"),
+    ]:
+        config.write_text(f"[plugins.echo]\npath = {echo}\n{setting}\n")
+        result = run(moat_bin, "serve", "--config", config)
+        assert result.returncode != 0, setting
+        assert reason in result.stderr, result.stderr
+
+
+def test_http_takes_localhost_and_says_precisely_what_else_is_wrong(
+    moat_bin: Path, plugin: Callable[[str], Path], tmp_path: Path
+) -> None:
+    for address, reason in [
+        ("example.com:8080", 'the host "example.com" is not an IP address'),
+        ("localhost:99999", 'the port "99999" is not a number'),
+        ("localhost", "has no port"),
+    ]:
+        result = run(moat_bin, "serve", plugin("echo"), "--http", address)
+        assert result.returncode == 2
+        assert reason in result.stderr, result.stderr
+
+    port = free_port()
+    log = tmp_path / "moat.stderr"
+    with log.open("w") as errors:
+        process = subprocess.Popen(
+            [str(moat_bin), "serve", str(plugin("echo")), "--http", f"localhost:{port}"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=errors,
+        )
+    try:
+        wait_for_port(port, process, log)
+        assert f"127.0.0.1:{port}" in log.read_text()
+    finally:
+        stop(process)
+
+
+def test_log_flags_and_a_bad_moat_log(moat_bin: Path, plugin: Callable[[str], Path]) -> None:
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k != "MOAT_LOG"}
+    loud = run(moat_bin, "pull", plugin("echo"), env=env)
+    assert loud.returncode == 0, loud.stderr
+    assert " INFO " in loud.stderr
+    quiet = run(moat_bin, "-q", "pull", plugin("echo"), env=env)
+    assert quiet.returncode == 0, quiet.stderr
+    assert quiet.stderr == ""
+    also_quiet = run(moat_bin, "pull", plugin("echo"), "--quiet", env=env)
+    assert also_quiet.stderr == ""
+
+    bad = run(moat_bin, "pull", plugin("echo"), env={**env, "MOAT_LOG": "debug,moat=loud"})
+    assert bad.returncode == 2
+    assert 'MOAT_LOG="debug,moat=loud" is not a log filter' in bad.stderr
+
+
+def test_each_plugin_gets_one_line_and_rmcp_stays_quiet(
+    moat_bin: Path, plugin: Callable[[str], Path], tmp_path: Path
+) -> None:
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k != "MOAT_LOG"}
+    missing = tmp_path / "gone.wasm"
+    result = run(moat_bin, "serve", plugin("echo"), missing, env={**env, "MOAT_LOG": "info"})
+    lines = result.stderr.splitlines()
+    assert len([line for line in lines if "echo" in line and "loaded" in line]) == 1, result.stderr
+    assert len([line for line in lines if "gone" in line and "not loaded" in line]) == 1, result.stderr
+    assert not any("rmcp" in line for line in lines), result.stderr
+
+
+def test_messages_read_as_sentences(moat_bin: Path, plugin: Callable[[str], Path], tmp_path: Path) -> None:
+    config = tmp_path / "moat.toml"
+    config.write_text(f"[plugins.echo]\npath = {json.dumps(str(plugin('echo')))}\n")
+    checked = run(moat_bin, "policy", "check", "--config", config)
+    assert checked.returncode == 0, checked.stderr
+    assert "echo: allowed by default (no policy is in force)" in checked.stdout
+    policy = tmp_path / "policy.toml"
+    policy.write_text('transports = ["http"]\n')
+    policy.chmod(0o644)
+    refused = run(moat_bin, "serve", plugin("echo"), "--policy", policy)
+    assert "does not allow serving over stdio" in refused.stderr
+
+
+def test_a_log_line_never_lands_on_a_spinner(moat_bin: Path, plugin: Callable[[str], Path], tmp_path: Path) -> None:
+    """On a terminal the compile spinner is wiped before each log line and drawn again after."""
+    import os
+    import select
+
+    config = tmp_path / "moat.toml"
+    # Grants the plugin does not ask for: each is cut with a warning while the spinner turns.
+    config.write_text(
+        f"[plugins.echo]\npath = {json.dumps(str(plugin('echo')))}\n"
+        'env = { A = "b" }\nnetwork = ["https://example.com"]\n'
+    )
+    master, terminal = os.openpty()
+    env = {k: v for k, v in os.environ.items() if k != "MOAT_LOG"}
+    env["MOAT_CACHE_DIR"] = str(tmp_path / "cache")  # a fresh cache: compiling takes a while
+    process = subprocess.Popen(
+        [str(moat_bin), "inspect", "--config", str(config), "echo"],
+        stdout=subprocess.DEVNULL,
+        stderr=terminal,
+        env=env,
+    )
+    os.close(terminal)
+    drawn = b""
+    while select.select([master], [], [], 60)[0]:
+        try:
+            chunk = os.read(master, 4096)
+        except OSError:
+            break
+        if not chunk:
+            break
+        drawn += chunk
+    assert process.wait(timeout=60) == 0
+    text = drawn.decode(errors="replace")
+    assert "compiling echo" in text and "compiling 1 plugins" not in text
+    warnings = [line for line in text.split("\n") if "WARN" in line]
+    assert len(warnings) == 2, text
+    for line in warnings:
+        assert "compiling" not in line.split("\x1b[2K")[-1], f"a log line glued to the spinner: {line!r}"
