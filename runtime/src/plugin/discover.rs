@@ -3,6 +3,7 @@
 //! `completions` and `forms` (see `wit/plugin.wit`), which become prompts, resources, completions
 //! and elicitation forms.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use anyhow::{Result, bail};
@@ -309,9 +310,7 @@ impl Tool {
         self.input_schema = Arc::new(input);
         self
     }
-}
 
-impl Tool {
     /// The WIT names of its parameters and of every record field in them: what its docs and
     /// errors may name.
     pub(super) fn argument_names(&self) -> Vec<String> {
@@ -347,7 +346,7 @@ fn rewrite_descriptions(schema: &mut JsonObject, references: &References, params
     for (key, value) in schema.iter_mut() {
         match value {
             Value::String(text) if key == "description" => {
-                if let std::borrow::Cow::Owned(new) = references.rewrite(text, params) {
+                if let Cow::Owned(new) = references.rewrite(text, params) {
                     *text = new;
                 }
             }
