@@ -6,8 +6,10 @@ use std::sync::{Arc, OnceLock};
 
 use moat::plugin::Plugin;
 use moat::plugin::registry::Registry;
+use moat::plugin::tiers::Tiers;
 use moat::sandbox::limits::Limits;
 use moat::supply::PluginSource;
+use moat::supply::policy::Policy;
 use moat::supply::source::Source;
 use rmcp::model::CallToolResult;
 use serde_json::Value;
@@ -23,6 +25,22 @@ pub mod plugins {
 pub fn engine() -> &'static wasmtime::Engine {
     static ENGINE: OnceLock<wasmtime::Engine> = OnceLock::new();
     ENGINE.get_or_init(|| moat::sandbox::engine::new_engine().expect("building the engine"))
+}
+
+/// Winch's tier of [`engine`], never optimized: for tests of plugins running baseline code.
+pub fn baseline_tiers() -> &'static Tiers {
+    static TIERS: OnceLock<Tiers> = OnceLock::new();
+    TIERS.get_or_init(|| Tiers::baseline_only(engine()).expect("building the Winch engine"))
+}
+
+/// Loads `sources` as `moat serve` would: on Cranelift's code, or on Winch's with `tiers`.
+pub fn load_on(
+    sources: &[PluginSource],
+    tiers: Option<&Tiers>,
+) -> (Registry, Vec<moat::plugin::registry::LoadError>) {
+    let fetched = sources.iter().map(|s| s.source.read_local()).collect();
+    Registry::load_fetched(engine(), sources, fetched, None, tiers, &Policy::none())
+        .expect("a linker")
 }
 
 /// The plugin at `path` under `name`, with the default limits and no grants.

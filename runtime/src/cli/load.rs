@@ -7,6 +7,7 @@ use anyhow::{Context, Result, bail};
 
 use moat::plugin::Plugin;
 use moat::plugin::registry::{LoadError, Registry};
+use moat::plugin::tiers::Tiers;
 use moat::serve::config;
 use moat::supply::PluginSource;
 use moat::supply::lock::Lock;
@@ -31,11 +32,12 @@ pub fn configured_source(config: &Path, plugin: &str) -> Result<PluginSource> {
 }
 
 /// Compiles the fetched plugins under `policy` (from the compiled-plugin cache when it has
-/// them), with a spinner on a terminal.
+/// them, else with Winch if `tiers` are given), with a spinner on a terminal.
 pub fn load(
     engine: &wasmtime::Engine,
     sources: &[PluginSource],
     fetched: Vec<Result<Fetched>>,
+    tiers: Option<&Tiers>,
     progress: &Progress,
     policy: &Policy,
 ) -> Result<(Registry, Vec<LoadError>)> {
@@ -44,7 +46,7 @@ pub fn load(
         1 => format!("compiling {}", sources[0].name),
         n => format!("compiling {n} plugins"),
     });
-    let loaded = Registry::load_fetched(engine, sources, fetched, cache.as_ref(), policy);
+    let loaded = Registry::load_fetched(engine, sources, fetched, cache.as_ref(), tiers, policy);
     spinner.finish_and_clear();
     loaded
 }
@@ -92,10 +94,13 @@ fn load_fetched(
 ) -> Result<(Arc<Plugin>, String)> {
     let origin = fetched.origin.clone();
     let engine = moat::sandbox::engine::new_engine_with_fuel(source.limits.fuel.is_some())?;
+    // One call or a look at the types: Winch's code, unless Cranelift's is in the cache.
+    let tiers = Tiers::baseline_only(&engine)?;
     let (registry, mut errors) = load(
         &engine,
         &[source],
         vec![Ok(fetched)],
+        Some(&tiers),
         fetcher.progress(),
         policy,
     )?;

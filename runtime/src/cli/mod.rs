@@ -93,6 +93,10 @@ enum Command {
         /// $OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or $OTEL_EXPORTER_OTLP_ENDPOINT, else none.
         #[arg(long, value_name = "URL")]
         otlp_endpoint: Option<String>,
+        /// Compile every plugin not in the compiled-plugin cache with Cranelift before serving,
+        /// instead of serving it at once on Winch's code and swapping Cranelift's in when ready.
+        #[arg(long)]
+        no_tiering: bool,
     },
     /// Show a plugin's tools, their schemas and descriptions, what it imports, its permission
     /// manifest and what became of each grant.
@@ -348,6 +352,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
             page_size,
             http_flags,
             otlp_endpoint,
+            no_tiering,
         } => {
             let policy = Policy::resolve(trust.policy.as_deref())?;
             let audit = match (audit, &config) {
@@ -372,6 +377,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
                 page_size,
                 audit,
                 otlp_endpoint,
+                tiered: !no_tiering,
             };
             serve(served, http.map(|addr| (addr, flags)), policy, options).await
         }

@@ -21,6 +21,8 @@ pub struct Options {
     /// The audit log, and whether it records arguments.
     pub audit: Option<(PathBuf, bool)>,
     pub otlp_endpoint: Option<String>,
+    /// Whether a plugin not in the cache runs Winch's code until Cranelift's is ready.
+    pub tiered: bool,
 }
 
 pub async fn serve(
@@ -33,6 +35,7 @@ pub async fn serve(
         page_size,
         audit,
         otlp_endpoint,
+        tiered,
     } = options;
     match &http {
         Some((addr, _)) => policy.check_transport(Transport::Http, Some(*addr))?,
@@ -89,7 +92,11 @@ pub async fn serve(
     // (URLs and OCI references are not paths; what they fetch lies in the cache.)
     .chain(served.paths.iter().filter(|p| p.exists()).cloned())
     .collect();
-    let mut loader = Loader::new(moat::sandbox::engine::new_engine_with_fuel(fuel)?, cache)
+    let mut loader = Loader::new(moat::sandbox::engine::new_engine_with_fuel(fuel)?, cache);
+    if tiered {
+        loader = loader.tiered()?;
+    }
+    let mut loader = loader
         .with_policy(policy)
         .with_protected(protected)
         .with_private(audit_path);
@@ -135,7 +142,7 @@ pub async fn serve(
     tracing::info!("serving MCP on stdio");
     let service = match MoatServer::new(catalogue.clone())
         .with_principal(stdio_principal)
-        .serve(rmcp::transport::stdio())
+        .serve(rmcp::transport::stdio_pipes())
         .await
     {
         Ok(service) => service,

@@ -15,11 +15,25 @@ use moat::supply::source::{Fetcher, Progress, Source, fetch_all};
 use super::load::load;
 use super::print_out;
 
-/// `moat pull`: fetches a source (each plugin of a folder) and prints `digest  source` lines.
+/// `moat pull`: fetches a source (each plugin of a folder), compiles it into the compiled-plugin
+/// cache so that the first `moat serve` of it starts warm, and prints `digest  source` lines.
 pub async fn pull(text: &str) -> Result<ExitCode> {
     let fetcher = Fetcher::from_env();
+    let engine = moat::sandbox::engine::new_engine()?;
+    let cache = super::serve::open_cache();
     for (_, source) in Source::parse(text, Path::new(""))?.expand()? {
         let fetched = fetcher.fetch(&source).await?;
+        if let Some(cache) = &cache {
+            let spinner = fetcher.progress().spinner(&format!("compiling {source}"));
+            let compiled = tokio::task::block_in_place(|| {
+                cache
+                    .cached(&engine, &fetched.digest)
+                    .map(Ok)
+                    .unwrap_or_else(|| cache.compile(&engine, &fetched.wasm, &fetched.digest))
+            });
+            spinner.finish_and_clear();
+            compiled.with_context(|| format!("{source} is not a valid WebAssembly component"))?;
+        }
         let signed = match fetched.signature {
             Some(_) => ", with a publisher's signature",
             None => ", unsigned",
@@ -76,7 +90,15 @@ pub async fn lock(config_path: &Path, check: bool) -> Result<ExitCode> {
     let fetched = fetch_all(&fetcher, &sources).await;
     let engine = moat::sandbox::engine::new_engine()?;
     let policy = Policy::resolve(None)?;
-    let (registry, errors) = load(&engine, &sources, fetched, fetcher.progress(), &policy)?;
+    // Cranelift's code, stored in the cache: the next `moat serve` starts warm.
+    let (registry, errors) = load(
+        &engine,
+        &sources,
+        fetched,
+        None,
+        fetcher.progress(),
+        &policy,
+    )?;
     if !errors.is_empty() {
         for error in &errors {
             eprintln!("moat: plugin \"{}\": {:#}", error.plugin, error.error);

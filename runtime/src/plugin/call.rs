@@ -118,12 +118,13 @@ impl Plugin {
         let limits = &self.limits;
         let _slot = self.take_slot().await?;
         let deadline = Instant::now() + limits.deadline;
-        let (mut store, instance, output) = match self.instances.take(deadline).await {
+        let (mut store, instance, output, code) = match self.instances.take(deadline).await {
             Ok(Fresh {
                 store,
                 instance,
                 output,
-            }) => (store, instance, output),
+                code,
+            }) => (store, instance, output, code),
             Err(MakeError::Setup(message)) => return Err(CallError::Setup(message)),
             Err(MakeError::Instantiate { error, stderr }) => {
                 return Err(self.failure(&error, &stderr));
@@ -143,7 +144,7 @@ impl Plugin {
 
         let run = async {
             let func = instance
-                .get_func(&mut store, export.index)
+                .get_func(&mut store, code.export(export.index))
                 .expect("the export was found in the component's type");
             let mut results = vec![Val::Bool(false); func.ty(&store).results().len()];
             func.call_async(&mut store, params, &mut results).await?;

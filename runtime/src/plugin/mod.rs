@@ -12,14 +12,12 @@ use tokio::sync::Semaphore;
 
 use anyhow::{Context, Result, bail};
 use rmcp::model::{CallToolResult, JsonObject};
-use wasmtime::Engine;
-use wasmtime::component::{Component, ComponentExportIndex, Linker, Type};
+use wasmtime::component::{ComponentExportIndex, Type};
 
 use crate::sandbox::grants::Grants;
-use crate::sandbox::host::{Client, EventSink, HostState, Question};
+use crate::sandbox::host::{Client, EventSink, Question};
 use crate::sandbox::instances::Instances;
 use crate::sandbox::limits::Limits;
-use crate::supply::cache::Cache;
 use crate::supply::lock::{self, Entry};
 use crate::supply::source::{Digest, Fetched, Source};
 use crate::wit::constraints::Check;
@@ -37,11 +35,13 @@ pub mod lint;
 pub mod prompts;
 pub mod registry;
 pub mod resources;
+pub mod tiers;
 
 use completions::Completions;
 use discover::discover;
 use prompts::Prompt;
 use resources::Resource;
+use tiers::Compiler;
 
 /// The most schema nodes (see [`Budget`]) one tool's input and output schemas may have together.
 /// The largest bundled tool has a few hundred; this leaves room for big real-world types while
@@ -85,6 +85,8 @@ pub struct Plugin {
     pub admission: crate::supply::policy::Admitted,
     /// Where each call's fresh instance comes from.
     instances: Arc<Instances>,
+    /// Whether it was loaded with Winch's code (see [`tiers`]).
+    baseline: bool,
     /// One permit per call allowed to run at once.
     slots: Semaphore,
     /// Calls waiting for a permit.
@@ -255,30 +257,31 @@ impl Plugin {
         })
     }
 
+    /// Whether its calls run Cranelift's optimized code now (see [`tiers`]).
+    pub fn optimized(&self) -> bool {
+        !self.baseline || self.instances.upgraded()
+    }
+
     /// Calls of this plugin waiting for a slot now.
     pub fn calls_queued(&self) -> usize {
         self.queued.load(std::sync::atomic::Ordering::Relaxed)
     }
 
-    /// Compiles `wasm` and finds its tools, named as `rules` say. A plugin with no usable tool
+    /// Compiles `fetched` and finds its tools, named as `rules` say. A plugin with no usable tool
     /// still loads (and says so).
-    #[allow(clippy::too_many_arguments)]
     pub fn load(
-        engine: &Engine,
-        linker: &Linker<HostState>,
+        compiler: &Compiler<'_>,
         name: &str,
         fetched: &Fetched,
         limits: Limits,
         grants: Grants,
         rules: &ToolRules,
-        cache: Option<&Cache>,
     ) -> Result<Self> {
         let wasm = &fetched.wasm[..];
-        let component = match cache {
-            Some(cache) => cache.component(engine, wasm, &fetched.digest),
-            None => Component::new(engine, wasm).map_err(anyhow::Error::from),
-        }
-        .with_context(|| format!("plugin \"{name}\" is not a valid WebAssembly component"))?;
+        let compiled = compiler
+            .compile(fetched)
+            .with_context(|| format!("plugin \"{name}\" is not a valid WebAssembly component"))?;
+        let (engine, component) = (compiled.engine, &compiled.component);
         if limits.fuel.is_some() && !engine.get_consume_fuel() {
             bail!("plugin \"{name}\" has a fuel limit, but the engine meters no fuel");
         }
@@ -291,8 +294,9 @@ impl Plugin {
             .imports(engine)
             .map(|(name, _)| name.to_string())
             .collect();
-        let pre = linker
-            .instantiate_pre(&component)
+        let pre = compiled
+            .linker
+            .instantiate_pre(component)
             .map_err(anyhow::Error::from)
             .with_context(|| {
                 format!("plugin \"{name}\" needs an import that moat does not offer")
@@ -300,7 +304,7 @@ impl Plugin {
         for note in crate::sandbox::grants::ungranted(&imports, &grants) {
             tracing::info!(plugin = name, "{note}");
         }
-        let discovered = discover(engine, &component, name, rules, docs.as_ref())?;
+        let discovered = discover(engine, component, name, rules, docs.as_ref())?;
         for (export, reason) in &discovered.skipped {
             tracing::warn!(plugin = name, "`{export}` is not offered: {reason}");
         }
@@ -327,7 +331,17 @@ impl Plugin {
             );
             resources.clear();
         }
-        let instances = Instances::new(name.into(), pre, grants.clone(), limits.clone());
+        let instances = Arc::new(Instances::new(
+            name.into(),
+            pre,
+            grants.clone(),
+            limits.clone(),
+        ));
+        if compiled.baseline
+            && let Some(tiers) = compiler.tiers
+        {
+            tiers.optimize(name, fetched, &instances);
+        }
         Ok(Self {
             name: name.into(),
             summary,
@@ -346,7 +360,8 @@ impl Plugin {
             limits,
             grants,
             admission: Default::default(),
-            instances: Arc::new(instances),
+            baseline: compiled.baseline,
+            instances,
         })
     }
 

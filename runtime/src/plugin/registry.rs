@@ -17,6 +17,7 @@ use wasmtime::component::Linker;
 
 use crate::plugin::prompts::Prompt;
 use crate::plugin::resources::{Located, Resource};
+use crate::plugin::tiers::{Compiler, Tiers};
 use crate::plugin::{Plugin, Tool};
 use crate::sandbox::host;
 use crate::supply::PluginSource;
@@ -71,19 +72,21 @@ impl Registry {
         policy: &Policy,
     ) -> Result<(Self, Vec<LoadError>)> {
         let fetched = sources.iter().map(|s| s.source.read_local()).collect();
-        Self::load_fetched(engine, sources, fetched, cache, policy)
+        Self::load_fetched(engine, sources, fetched, cache, None, policy)
     }
 
     /// Loads each source from the component fetched for it (`fetched[i]` for `sources[i]`; a
-    /// failed fetch is a load error like any other), under `policy`.
+    /// failed fetch is a load error like any other), under `policy`; with `tiers`, a plugin
+    /// not in `cache` runs Winch's code first (see [`crate::plugin::tiers`]).
     pub fn load_fetched(
         engine: &Engine,
         sources: &[PluginSource],
         fetched: Vec<Result<Fetched>>,
         cache: Option<&Cache>,
+        tiers: Option<&Tiers>,
         policy: &Policy,
     ) -> Result<(Self, Vec<LoadError>)> {
-        let (plugins, mut errors) = Self::compile(engine, sources, fetched, cache, policy)?;
+        let (plugins, mut errors) = Self::compile(engine, sources, fetched, cache, tiers, policy)?;
         let (registry, refused) = Self::from_plugins(engine, plugins, &HashMap::new());
         errors.extend(refused);
         Ok((registry, errors))
@@ -96,23 +99,28 @@ impl Registry {
         sources: &[PluginSource],
         fetched: Vec<Result<Fetched>>,
         cache: Option<&Cache>,
+        tiers: Option<&Tiers>,
         policy: &Policy,
     ) -> Result<(Vec<Arc<Plugin>>, Vec<LoadError>)> {
         assert_eq!(sources.len(), fetched.len(), "one fetch per source");
         let mut linker = Linker::new(engine);
         host::add_to_linker(&mut linker)?;
+        let compiler = Compiler {
+            engine,
+            linker: &linker,
+            cache,
+            tiers,
+        };
         let load = |source: &PluginSource, fetched: Result<Fetched>| -> Result<Plugin> {
             let component = fetched?;
             let admitted = crate::supply::policy::admit(policy, source, &component)?;
             let mut plugin = Plugin::load(
-                engine,
-                &linker,
+                &compiler,
                 &source.name,
                 &component,
                 admitted.limits.clone(),
                 admitted.grants.clone(),
                 &source.tools,
-                cache,
             )?;
             plugin.admission = admitted;
             Ok(plugin)

@@ -9,7 +9,9 @@ use std::thread;
 use std::time::Duration;
 
 use anyhow::Result;
-use wasmtime::{Config, Engine, EngineWeak, InstanceAllocationStrategy, PoolingAllocationConfig};
+use wasmtime::{
+    Config, Engine, EngineWeak, InstanceAllocationStrategy, PoolingAllocationConfig, Strategy,
+};
 
 /// How often the engine's epoch advances: the granularity of deadlines and of guest yields.
 pub const EPOCH_TICK: Duration = Duration::from_millis(10);
@@ -46,6 +48,22 @@ pub fn new_engine_with_fuel(fuel: bool) -> Result<Engine> {
     let engine = Engine::new(&config)?;
     // Raise the descriptor limit and fix each instance's share of it before any call runs.
     crate::sandbox::descriptors::handles_per_call();
+    start_epoch_ticker(engine.weak());
+    Ok(engine)
+}
+
+/// An engine like `optimizing` (the same limits, pool and fuel metering) that compiles with
+/// Winch, wasmtime's baseline compiler: a single pass over each function, several times faster
+/// than Cranelift, for code that runs slower. A plugin seen for the first time runs its code
+/// while Cranelift's is made (see `plugin::tiers`). Winch has wasmtime's first tier of support
+/// on x86_64, the same as Cranelift; a component it cannot compile (tail calls, exceptions, GC)
+/// is compiled by Cranelift at once instead.
+pub fn new_baseline_engine(optimizing: &Engine) -> Result<Engine> {
+    let mut config = config();
+    config
+        .strategy(Strategy::Winch)
+        .consume_fuel(optimizing.get_consume_fuel());
+    let engine = Engine::new(&config)?;
     start_epoch_ticker(engine.weak());
     Ok(engine)
 }

@@ -12,15 +12,20 @@
 //! behind, calls do the work themselves, so used instances never pile up in the pool either;
 //! and a plugin whose start is slow (or fails) holds it up for [`AHEAD_BUDGET`] once, after
 //! which its calls make their own instances until one is quick again.
+//!
+//! A plugin's code may be replaced while it serves ([`Instances::upgrade`]: Cranelift's code
+//! after Winch's). Each instance keeps the [`Code`] it was made from, so a call that has begun
+//! ends on the code it began with, and every instance made after the swap runs the new code.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Sender};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::{Duration, Instant};
 
 use tokio::runtime::Handle;
 
-use wasmtime::component::{Instance, InstancePre};
+use wasmtime::component::{Component, ComponentExportIndex, Instance, InstancePre, types};
 use wasmtime::{Store, UpdateDeadline};
 
 use crate::sandbox::grants::Grants;
@@ -48,17 +53,37 @@ pub fn ready_instances() -> usize {
 /// within this again: no plugin's start holds up the thread that serves every plugin.
 pub const AHEAD_BUDGET: Duration = Duration::from_millis(250);
 
-/// An instance not yet used, its store and the pipes its stdout and stderr go to.
+/// An instance not yet used, its store, the pipes its stdout and stderr go to, and the code it
+/// runs.
 pub struct Fresh {
     pub store: Store<HostState>,
     pub instance: Instance,
     pub output: CapturedOutput,
+    pub code: Arc<Code>,
+}
+
+/// A plugin's compiled code, pre-linked, and where its exports are in it.
+pub struct Code {
+    pre: InstancePre<HostState>,
+    /// The exports of the code the plugin was loaded with (whose indexes its tools keep) → the
+    /// same exports in this code; empty for that first code itself.
+    exports: HashMap<ComponentExportIndex, ComponentExportIndex>,
+}
+
+impl Code {
+    /// Where the export that the plugin's first code has at `first` is in this code.
+    pub fn export(&self, first: ComponentExportIndex) -> ComponentExportIndex {
+        self.exports.get(&first).copied().unwrap_or(first)
+    }
 }
 
 /// Makes a plugin's instances and keeps one ready for the next call.
 pub struct Instances {
     plugin: Arc<str>,
-    pre: InstancePre<HostState>,
+    /// The code the plugin was loaded with: its tools know their exports by indexes into it.
+    first: Component,
+    code: RwLock<Arc<Code>>,
+    upgraded: AtomicBool,
     grants: Grants,
     limits: Limits,
     /// The plugin's log budget, shared by all its instances.
@@ -88,7 +113,12 @@ impl Instances {
         Self {
             log: Arc::new(GuestLog::new(plugin.clone())),
             plugin,
-            pre,
+            first: pre.component().clone(),
+            code: RwLock::new(Arc::new(Code {
+                pre,
+                exports: HashMap::new(),
+            })),
+            upgraded: AtomicBool::new(false),
             grants,
             limits,
             ready: Mutex::new(None),
@@ -99,6 +129,27 @@ impl Instances {
     /// The plugin's log budget.
     pub fn log(&self) -> &GuestLog {
         &self.log
+    }
+
+    /// Runs the plugin on `pre` from now on: the next instance is made from it. The instance
+    /// waiting for a call, made from the old code, is dropped; calls running finish on theirs.
+    /// `pre` must be the same component, compiled anew (on any engine).
+    pub fn upgrade(&self, pre: InstancePre<HostState>) {
+        let exports = export_map(
+            &self.first,
+            self.code.read().expect("code lock").pre.engine(),
+            pre.component(),
+        );
+        *self.code.write().expect("code lock") = Arc::new(Code { pre, exports });
+        self.upgraded.store(true, Ordering::Release);
+        if self.ready.lock().expect("instance lock").take().is_some() {
+            READY.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+
+    /// Whether [`Instances::upgrade`] has replaced the code the plugin was loaded with.
+    pub fn upgraded(&self) -> bool {
+        self.upgraded.load(Ordering::Acquire)
     }
 
     /// An instance for a call that must end by `deadline`: the one made ahead if there is one,
@@ -168,6 +219,7 @@ impl Instances {
 
     /// A new instance, instantiated by `deadline`.
     async fn make(&self, deadline: Instant) -> Result<Fresh, MakeError> {
+        let code = self.code.read().expect("code lock").clone();
         let (state, output) = HostState::new(
             self.plugin.clone(),
             &self.grants,
@@ -175,7 +227,7 @@ impl Instances {
             self.log.clone(),
         )
         .map_err(|e| MakeError::Setup(format!("{e:#}")))?;
-        let mut store = Store::new(self.pre.engine(), state);
+        let mut store = Store::new(code.pre.engine(), state);
         store.limiter(|state| state.limits());
         // Every open file is a host file descriptor: cap the handles one call may hold at its
         // share of the process's descriptors, so guests cannot exhaust them for everyone else.
@@ -184,7 +236,7 @@ impl Instances {
             .map_err(|e| MakeError::Setup(format!("{e:#}")))?;
         // The epoch stops a start function that computes; this timer one blocked in the host.
         let instance =
-            tokio::time::timeout_at(deadline.into(), self.pre.instantiate_async(&mut store))
+            tokio::time::timeout_at(deadline.into(), code.pre.instantiate_async(&mut store))
                 .await
                 .unwrap_or_else(|_| Err(DeadlineExceeded.into()))
                 .map_err(|error| MakeError::Instantiate {
@@ -195,6 +247,7 @@ impl Instances {
             store,
             instance,
             output,
+            code,
         })
     }
 
@@ -207,7 +260,7 @@ impl Instances {
                 .max_result_bytes
                 .saturating_mul(HOSTCALL_FUEL_PER_RESULT_BYTE),
         );
-        if self.pre.engine().get_consume_fuel() {
+        if store.engine().get_consume_fuel() {
             // On a metering engine a store starts empty: plugins without a limit get all there is.
             store.set_fuel(self.limits.fuel.unwrap_or(u64::MAX))?;
         }
@@ -230,6 +283,36 @@ impl Drop for Instances {
             READY.fetch_sub(1, Ordering::AcqRel);
         }
     }
+}
+
+/// Each export of `from` (and each function of an exported instance) → the same export of `to`:
+/// two compilations of one component have the same exports, under indexes of their own.
+fn export_map(
+    from: &Component,
+    from_engine: &wasmtime::Engine,
+    to: &Component,
+) -> HashMap<ComponentExportIndex, ComponentExportIndex> {
+    let mut map = HashMap::new();
+    for (name, item) in from.component_type().exports(from_engine) {
+        let (Some(old), Some(new)) = (
+            from.get_export_index(None, name),
+            to.get_export_index(None, name),
+        ) else {
+            continue;
+        };
+        map.insert(old, new);
+        if let types::ComponentItem::ComponentInstance(instance) = item.ty {
+            for (function, _) in instance.exports(from_engine) {
+                if let (Some(old), Some(new)) = (
+                    from.get_export_index(Some(&old), function),
+                    to.get_export_index(Some(&new), function),
+                ) {
+                    map.insert(old, new);
+                }
+            }
+        }
+    }
+    map
 }
 
 /// The work after a call: drop its store, make the next one.

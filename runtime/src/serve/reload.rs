@@ -19,6 +19,7 @@ use wasmtime::Engine;
 use crate::access::tool_sets::ToolSets;
 use crate::plugin::Plugin;
 use crate::plugin::registry::{LoadError, Registry};
+use crate::plugin::tiers::Tiers;
 use crate::serve::config;
 use crate::serve::service::Service;
 use crate::supply::PluginSource;
@@ -111,6 +112,8 @@ impl Served {
 pub struct Loader {
     engine: Engine,
     cache: Option<Cache>,
+    /// How a plugin not in the cache is compiled: Winch first, if set (see [`Loader::tiered`]).
+    tiers: Option<Tiers>,
     /// Every load, the first and each reload, is admitted by the same policy.
     policy: Policy,
     /// What no plugin may be granted write access to (see [`Loader::with_protected`]).
@@ -168,11 +171,19 @@ impl Loader {
         Self {
             engine,
             cache,
+            tiers: None,
             policy: Policy::none(),
             protected: Vec::new(),
             private: Vec::new(),
             loaded: HashMap::new(),
         }
+    }
+
+    /// Runs a plugin whose compiled code is not in the cache on Winch's code at once, and on
+    /// Cranelift's when the optimizer has made it (see [`crate::plugin::tiers`]).
+    pub fn tiered(mut self) -> Result<Self> {
+        self.tiers = Some(Tiers::new(&self.engine, self.cache.clone())?);
+        Ok(self)
     }
 
     /// Loads under `policy` instead of none.
@@ -307,7 +318,8 @@ impl Loader {
         }
 
         // Plugins are compiled side by side; the same bytes served under several names are
-        // compiled once, and the copies then come from the disk cache.
+        // compiled once, and the copies then come from the disk cache (when tiered, Winch
+        // compiles each copy, and the optimizer compiles the bytes once for all of them).
         let mut digests = HashSet::new();
         let (first, copies): (Vec<_>, Vec<_>) = to_compile
             .iter()
@@ -327,6 +339,7 @@ impl Loader {
                 &batch,
                 components,
                 self.cache.as_ref(),
+                self.tiers.as_ref(),
                 &self.policy,
             )?;
             failed.extend(errors.into_iter().map(|mut failure| {

@@ -31,6 +31,7 @@ use crate::supply::source::Digest;
 const TAG_LEN: usize = blake3::OUT_LEN;
 
 /// A cache folder and the key that signs its entries.
+#[derive(Clone)]
 pub struct Cache {
     dir: PathBuf,
     key: [u8; 32],
@@ -87,20 +88,37 @@ impl Cache {
     /// entry is there, otherwise compiled now and stored. A cache that cannot be written costs
     /// only the next start.
     pub fn component(&self, engine: &Engine, wasm: &[u8], digest: &Digest) -> Result<Component> {
+        match self.cached(engine, digest) {
+            Some(component) => Ok(component),
+            None => self.compile(engine, wasm, digest),
+        }
+    }
+
+    /// The component whose sha256 is `digest`, compiled for `engine`, if a valid entry has it.
+    pub fn cached(&self, engine: &Engine, digest: &Digest) -> Option<Component> {
         let path = self.entry_path(engine, digest);
-        if self.entry_is_trusted(&path) {
-            // SAFETY: the seal or the tag proves this process's user wrote these bytes with
-            // `serialize` for this very engine configuration (the key and the engine hash are in
-            // the path and tag).
-            // wasmtime maps the file instead of copying it (only the pages in use become
-            // resident, and start-up copies nothing); that is sound because entries are only ever
-            // replaced by a rename, never rewritten in place. The tag after the artifact is
-            // outside every section wasmtime reads.
-            match unsafe { Component::deserialize_file(engine, &path) } {
-                Ok(component) => return Ok(component),
-                Err(e) => tracing::warn!("ignoring cache entry {}: {e}", path.display()),
+        if !self.entry_is_trusted(&path) {
+            return None;
+        }
+        // SAFETY: the seal or the tag proves this process's user wrote these bytes with
+        // `serialize` for this very engine configuration (the key and the engine hash are in
+        // the path and tag).
+        // wasmtime maps the file instead of copying it (only the pages in use become
+        // resident, and start-up copies nothing); that is sound because entries are only ever
+        // replaced by a rename, never rewritten in place. The tag after the artifact is
+        // outside every section wasmtime reads.
+        match unsafe { Component::deserialize_file(engine, &path) } {
+            Ok(component) => Some(component),
+            Err(e) => {
+                tracing::warn!("ignoring cache entry {}: {e}", path.display());
+                None
             }
         }
+    }
+
+    /// Compiles `wasm` (whose sha256 is `digest`) for `engine` and stores the code.
+    pub fn compile(&self, engine: &Engine, wasm: &[u8], digest: &Digest) -> Result<Component> {
+        let path = self.entry_path(engine, digest);
         let component = Component::new(engine, wasm).map_err(anyhow::Error::from)?;
         match component.serialize() {
             Ok(artifact) => {

@@ -26,6 +26,7 @@ mod shapes;
 mod sources;
 mod tasks;
 mod text;
+mod tiers;
 mod time;
 mod trust;
 mod views;

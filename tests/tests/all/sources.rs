@@ -131,9 +131,15 @@ fn load(name: &str, source: Source, fetched: Fetched) -> Registry {
         grants: Default::default(),
         tools: Default::default(),
     }];
-    let (registry, errors) =
-        Registry::load_fetched(engine(), &sources, vec![Ok(fetched)], None, &Policy::none())
-            .unwrap();
+    let (registry, errors) = Registry::load_fetched(
+        engine(),
+        &sources,
+        vec![Ok(fetched)],
+        None,
+        None,
+        &Policy::none(),
+    )
+    .unwrap();
     assert!(errors.is_empty(), "{:?}", errors[0].error);
     registry
 }
@@ -354,7 +360,7 @@ async fn a_moved_tag_is_refused_until_relocked() {
     }];
     let fetched = vec![fetcher.fetch(&sources[0].source).await];
     let (loaded, errors) =
-        Registry::load_fetched(engine(), &sources, fetched, None, &Policy::none()).unwrap();
+        Registry::load_fetched(engine(), &sources, fetched, None, None, &Policy::none()).unwrap();
     assert!(errors.is_empty());
     let lock = loaded.lock(&sources, &config_dir).unwrap();
     let lock_path = config_dir.join("moat.lock");
@@ -389,7 +395,7 @@ async fn a_moved_tag_is_refused_until_relocked() {
     // Re-locking shows what the new version changes.
     let fetched = vec![fetcher.fetch(&sources[0].source).await];
     let (loaded, _) =
-        Registry::load_fetched(engine(), &sources, fetched, None, &Policy::none()).unwrap();
+        Registry::load_fetched(engine(), &sources, fetched, None, None, &Policy::none()).unwrap();
     let new = loaded.lock(&sources, &config_dir).unwrap();
     let report = lock.report(&new).join("\n");
     assert!(
@@ -639,7 +645,7 @@ fn admit(source: Source, fetched: Fetched, policy: &Policy) -> Result<Option<Str
         tools: Default::default(),
     }];
     let (registry, errors) =
-        Registry::load_fetched(engine(), &sources, vec![Ok(fetched)], None, policy).unwrap();
+        Registry::load_fetched(engine(), &sources, vec![Ok(fetched)], None, None, policy).unwrap();
     match errors.into_iter().next() {
         Some(error) => Err(format!("{:#}", error.error)),
         None => Ok(registry.plugins()[0].admission.publisher.clone()),

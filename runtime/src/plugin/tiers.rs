@@ -1,0 +1,228 @@
+//! Tiered compilation: a plugin seen for the first time runs Winch's code at once, and
+//! Cranelift's as soon as it is made.
+//!
+//! Cranelift makes the fast code moat serves with, but takes seconds for a big component, and
+//! a host that starts moat gives up on a server that does not answer soon. Winch, wasmtime's
+//! baseline compiler, compiles in one pass several times faster, into slower code. So a plugin
+//! whose Cranelift code is not in the cache is compiled by Winch, listed and callable at once,
+//! and queued for the optimizer: a thread of lower priority that compiles it with Cranelift,
+//! stores that code in the cache and swaps it in ([`Instances::upgrade`]). Calls running then
+//! finish on Winch's code, the next ones run Cranelift's; clients see nothing but the speed.
+//! The next start finds Cranelift's code in the cache and skips Winch.
+
+use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::{Arc, Weak};
+use std::time::Instant;
+
+use anyhow::Result;
+use wasmtime::Engine;
+use wasmtime::component::{Component, Linker};
+
+use crate::sandbox::host::{self, HostState};
+use crate::sandbox::instances::Instances;
+use crate::supply::cache::Cache;
+use crate::supply::source::{Digest, Fetched};
+
+/// How plugins seen for the first time are compiled: by Winch, then (unless only the baseline
+/// is wanted) by Cranelift in the background.
+pub struct Tiers {
+    baseline: Engine,
+    linker: Linker<HostState>,
+    /// Where plugins running Winch's code are sent to be optimized; none when they never are.
+    optimizer: Option<Sender<Job>>,
+}
+
+/// A plugin running Winch's code, to be given Cranelift's.
+struct Job {
+    plugin: Arc<str>,
+    digest: Digest,
+    wasm: Vec<u8>,
+    instances: Weak<Instances>,
+    loaded: Instant,
+}
+
+/// How plugins become code: the engine they run on, the linker for it, the compiled-plugin
+/// cache, and the tiers, if a plugin not in the cache runs Winch's code first.
+pub struct Compiler<'a> {
+    pub engine: &'a Engine,
+    pub linker: &'a Linker<HostState>,
+    pub cache: Option<&'a Cache>,
+    pub tiers: Option<&'a Tiers>,
+}
+
+impl<'a> Compiler<'a> {
+    /// `fetched` as code: Cranelift's from the cache when it is there, else Winch's when there
+    /// are tiers and Winch can compile it, else Cranelift's compiled now (and stored).
+    pub(crate) fn compile(&self, fetched: &Fetched) -> Result<Compiled<'a>> {
+        let optimized = |component| Compiled {
+            component,
+            engine: self.engine,
+            linker: self.linker,
+            baseline: false,
+        };
+        if let Some(component) = self
+            .cache
+            .and_then(|cache| cache.cached(self.engine, &fetched.digest))
+        {
+            return Ok(optimized(component));
+        }
+        if let Some(tiers) = self.tiers {
+            match tiers.compile(&fetched.wasm) {
+                Ok(compiled) => return Ok(compiled),
+                Err(e) => tracing::debug!("Winch cannot compile {}: {e:#}", fetched.origin),
+            }
+        }
+        let component = match self.cache {
+            Some(cache) => cache.compile(self.engine, &fetched.wasm, &fetched.digest)?,
+            None => Component::new(self.engine, &fetched.wasm).map_err(anyhow::Error::from)?,
+        };
+        Ok(optimized(component))
+    }
+}
+
+/// What a plugin's component was compiled into.
+pub(crate) struct Compiled<'a> {
+    pub component: Component,
+    /// The engine it was compiled for, and the linker for that engine.
+    pub engine: &'a Engine,
+    pub linker: &'a Linker<HostState>,
+    /// Whether it is Winch's code, to be optimized.
+    pub baseline: bool,
+}
+
+impl Tiers {
+    /// Tiers for plugins that run on `engine`: Winch's code first, then Cranelift's, compiled
+    /// in the background and stored in `cache`.
+    pub fn new(engine: &Engine, cache: Option<Cache>) -> Result<Self> {
+        let mut tiers = Self::baseline_only(engine)?;
+        let (jobs, queue) = mpsc::channel();
+        let mut linker = Linker::new(engine);
+        host::add_to_linker(&mut linker)?;
+        let engine = engine.clone();
+        std::thread::Builder::new()
+            .name("moat-optimizer".into())
+            .spawn(move || optimize(engine, linker, cache, queue))?;
+        tiers.optimizer = Some(jobs);
+        Ok(tiers)
+    }
+
+    /// Winch's code only, never optimized: for a command that makes a call or two and exits
+    /// (`moat call`, `moat inspect`), which Cranelift's time would only delay.
+    pub fn baseline_only(engine: &Engine) -> Result<Self> {
+        let baseline = crate::sandbox::engine::new_baseline_engine(engine)?;
+        let mut linker = Linker::new(&baseline);
+        host::add_to_linker(&mut linker)?;
+        Ok(Self {
+            baseline,
+            linker,
+            optimizer: None,
+        })
+    }
+
+    /// Compiles `wasm` with Winch, or says why it cannot (the caller then uses Cranelift).
+    pub(crate) fn compile(&self, wasm: &[u8]) -> Result<Compiled<'_>> {
+        let component = Component::new(&self.baseline, wasm).map_err(anyhow::Error::from)?;
+        Ok(Compiled {
+            component,
+            engine: &self.baseline,
+            linker: &self.linker,
+            baseline: true,
+        })
+    }
+
+    /// Queues the plugin that `instances` serve, loaded from `fetched` with Winch's code, for
+    /// Cranelift's.
+    pub(crate) fn optimize(&self, plugin: &str, fetched: &Fetched, instances: &Arc<Instances>) {
+        let Some(optimizer) = &self.optimizer else {
+            return;
+        };
+        let job = Job {
+            plugin: plugin.into(),
+            digest: fetched.digest,
+            wasm: fetched.wasm.clone(),
+            instances: Arc::downgrade(instances),
+            loaded: Instant::now(),
+        };
+        if optimizer.send(job).is_err() {
+            tracing::warn!(plugin, "the optimizer has stopped: it keeps Winch's code");
+        }
+    }
+}
+
+/// The optimizer thread: compiles each queued plugin with Cranelift (once for all the plugins
+/// with the same bytes), stores the code and swaps it in, until the queue is dropped.
+fn optimize(engine: Engine, linker: Linker<HostState>, cache: Option<Cache>, jobs: Receiver<Job>) {
+    lower_priority();
+    // wasmtime compiles a component's functions in parallel on the current rayon pool: this
+    // one, whose threads yield to calls as this thread does.
+    let pool = rayon::ThreadPoolBuilder::new()
+        .thread_name(|i| format!("moat-optimizer-{i}"))
+        .start_handler(|_| lower_priority())
+        .build();
+    let pool = match pool {
+        Ok(pool) => pool,
+        Err(e) => {
+            tracing::warn!("plugins keep Winch's code: no optimizer threads ({e})");
+            return;
+        }
+    };
+    let mut queue: Vec<Job> = Vec::new();
+    loop {
+        queue.extend(jobs.try_iter());
+        if queue.is_empty() {
+            match jobs.recv() {
+                Ok(job) => queue.push(job),
+                Err(_) => return,
+            }
+        }
+        let digest = queue[0].digest;
+        let (same, rest): (Vec<Job>, Vec<Job>) =
+            queue.drain(..).partition(|job| job.digest == digest);
+        queue = rest;
+        let waiting: Vec<(Job, Arc<Instances>)> = same
+            .into_iter()
+            .filter_map(|job| job.instances.upgrade().map(|instances| (job, instances)))
+            .collect();
+        let Some((first, _)) = waiting.first() else {
+            continue; // every plugin with these bytes was unloaded meanwhile
+        };
+        let compiled = pool.install(|| match &cache {
+            Some(cache) => cache.compile(&engine, &first.wasm, &digest),
+            None => Component::new(&engine, &first.wasm).map_err(anyhow::Error::from),
+        });
+        let pre = compiled.and_then(|component| {
+            linker
+                .instantiate_pre(&component)
+                .map_err(anyhow::Error::from)
+        });
+        for (job, instances) in waiting {
+            let plugin = &*job.plugin;
+            match &pre {
+                Ok(pre) => {
+                    instances.upgrade(pre.clone());
+                    tracing::info!(
+                        plugin,
+                        "optimized code in use, {} ms after the plugin was loaded",
+                        job.loaded.elapsed().as_millis()
+                    );
+                }
+                Err(e) => tracing::warn!(
+                    plugin,
+                    "keeps Winch's code: Cranelift could not compile it: {e:#}"
+                ),
+            }
+        }
+    }
+}
+
+/// Lowers the calling thread's priority (nice 10): compiling ahead gets about a tenth of a CPU
+/// that calls want, and all of one they leave idle.
+fn lower_priority() {
+    // SAFETY: a plain system call; on Linux `who = 0` names the calling thread.
+    if unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, 10) } != 0 {
+        tracing::debug!(
+            "the optimizer keeps its priority: {}",
+            std::io::Error::last_os_error()
+        );
+    }
+}
