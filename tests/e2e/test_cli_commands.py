@@ -64,8 +64,12 @@ def test_config_write_merges_into_the_hosts_file(
 def test_cache_list_dir_and_size(moat_bin: Path, plugin: Callable[[str], Path], tmp_path: Path) -> None:
     cache = tmp_path / "cache"
     env = {**os.environ, "MOAT_CACHE_DIR": str(cache)}
+    # `moat call` runs Winch's code and stores nothing; `moat pull` compiles ahead into the cache.
     called = run(moat_bin, "call", plugin("echo"), "echo", '{"message": "x"}', env=env)
     assert called.returncode == 0, called.stderr
+    assert run(moat_bin, "cache", "list", env=env).stdout.strip() == ""
+    pulled = run(moat_bin, "pull", plugin("echo"), env=env)
+    assert pulled.returncode == 0, pulled.stderr
     assert run(moat_bin, "cache", "dir", env=env).stdout.strip() == str(cache)
     listed = run(moat_bin, "cache", "list", env=env)
     assert listed.returncode == 0, listed.stderr

@@ -1,11 +1,14 @@
 """`moat serve` at start: it stops, saying why, when there is nothing to serve; values that could
 never hold are refused when the config is read; `--http` takes `localhost`; the log is as loud
-as `-q`, `-v` and `MOAT_LOG` say, and a bad `MOAT_LOG` is an error.
+as `-q`, `-v` and `MOAT_LOG` say, and a bad `MOAT_LOG` is an error; a plugin not in the cache
+is served at once, and its optimized code swapped in and cached while it serves.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import threading
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -183,3 +186,48 @@ def test_a_log_line_never_lands_on_a_spinner(moat_bin: Path, plugin: Callable[[s
     assert len(warnings) == 2, text
     for line in warnings:
         assert "compiling" not in line.split("\x1b[2K")[-1], f"a log line glued to the spinner: {line!r}"
+
+
+def test_a_cold_start_serves_at_once_then_swaps_in_optimized_code_and_caches_it(
+    moat_bin: Path, plugin: Callable[[str], Path], tmp_path: Path
+) -> None:
+    cache = tmp_path / "cache"
+    env = {**os.environ, "MOAT_CACHE_DIR": str(cache)}
+    process = subprocess.Popen(
+        [str(moat_bin), "serve", str(plugin("echo"))],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    assert process.stdin and process.stdout and process.stderr
+    optimized = threading.Event()
+
+    def watch_log() -> None:
+        assert process.stderr
+        for line in process.stderr:
+            if "optimized code in use" in line and "echo" in line:
+                optimized.set()
+
+    threading.Thread(target=watch_log, daemon=True).start()
+
+    def request(id: int, method: str, params: dict[str, object]) -> dict[str, object]:
+        assert process.stdin and process.stdout
+        process.stdin.write(json.dumps({"jsonrpc": "2.0", "id": id, "method": method, "params": params}) + "\n")
+        process.stdin.flush()
+        return json.loads(process.stdout.readline())
+
+    def echo(id: int, message: str) -> str:
+        answer = request(id, "tools/call", {"name": "echo_echo", "arguments": {"message": message}})
+        return answer["result"]["content"][0]["text"]  # type: ignore[index]
+
+    try:
+        request(0, "initialize", {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}})
+        assert echo(1, "before") == "before"
+        assert optimized.wait(120), "no `optimized code in use` line within 120 s"
+        assert echo(2, "after") == "after"
+    finally:
+        process.stdin.close()
+        process.wait(timeout=30)
+    assert list(cache.glob("*.cwasm")), "Cranelift's code was not stored in the cache"

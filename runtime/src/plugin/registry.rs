@@ -141,6 +141,7 @@ impl Registry {
                     ))
                 })
         };
+        let _loading = tiers.map(Tiers::loading);
         let results = crate::parallel::map(
             sources.iter().zip(fetched).collect(),
             |(source, fetched)| contained(source, fetched),

@@ -8,10 +8,11 @@
 //! and queued for the optimizer: a thread of lower priority that compiles it with Cranelift,
 //! stores that code in the cache and swaps it in ([`Instances::upgrade`]). Calls running then
 //! finish on Winch's code, the next ones run Cranelift's; clients see nothing but the speed.
-//! The next start finds Cranelift's code in the cache and skips Winch.
+//! The next start finds Cranelift's code in the cache and skips Winch. The optimizer waits
+//! while a load compiles: nothing is served before all its plugins are, so they come first.
 
 use std::sync::mpsc::{self, Receiver, Sender};
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, Condvar, Mutex, Weak};
 use std::time::Instant;
 
 use anyhow::Result;
@@ -30,6 +31,39 @@ pub struct Tiers {
     linker: Linker<HostState>,
     /// Where plugins running Winch's code are sent to be optimized; none when they never are.
     optimizer: Option<Sender<Job>>,
+    /// Loads going on now, which the optimizer waits for: they want every CPU first.
+    loads: Arc<Loads>,
+}
+
+/// How many loads are compiling now, and the optimizer's wait for none.
+#[derive(Default)]
+struct Loads {
+    running: Mutex<usize>,
+    none: Condvar,
+}
+
+impl Loads {
+    fn wait_for_none(&self) {
+        let running = self.running.lock().expect("loads lock");
+        drop(
+            self.none
+                .wait_while(running, |n| *n > 0)
+                .expect("loads lock"),
+        );
+    }
+}
+
+/// A load compiling: the optimizer waits until it is dropped.
+pub(crate) struct Loading(Arc<Loads>);
+
+impl Drop for Loading {
+    fn drop(&mut self) {
+        let mut running = self.0.running.lock().expect("loads lock");
+        *running -= 1;
+        if *running == 0 {
+            self.0.none.notify_all();
+        }
+    }
 }
 
 /// A plugin running Winch's code, to be given Cranelift's.
@@ -99,9 +133,10 @@ impl Tiers {
         let mut linker = Linker::new(engine);
         host::add_to_linker(&mut linker)?;
         let engine = engine.clone();
+        let loads = tiers.loads.clone();
         std::thread::Builder::new()
             .name("moat-optimizer".into())
-            .spawn(move || optimize(engine, linker, cache, queue))?;
+            .spawn(move || optimize(engine, linker, cache, queue, &loads))?;
         tiers.optimizer = Some(jobs);
         Ok(tiers)
     }
@@ -116,7 +151,15 @@ impl Tiers {
             baseline,
             linker,
             optimizer: None,
+            loads: Arc::default(),
         })
+    }
+
+    /// Holds the optimizer back until the result is dropped: a load's Winch compiles come
+    /// first, since the plugins are served only when all are done.
+    pub(crate) fn loading(&self) -> Loading {
+        *self.loads.running.lock().expect("loads lock") += 1;
+        Loading(self.loads.clone())
     }
 
     /// Compiles `wasm` with Winch, or says why it cannot (the caller then uses Cranelift).
@@ -151,7 +194,13 @@ impl Tiers {
 
 /// The optimizer thread: compiles each queued plugin with Cranelift (once for all the plugins
 /// with the same bytes), stores the code and swaps it in, until the queue is dropped.
-fn optimize(engine: Engine, linker: Linker<HostState>, cache: Option<Cache>, jobs: Receiver<Job>) {
+fn optimize(
+    engine: Engine,
+    linker: Linker<HostState>,
+    cache: Option<Cache>,
+    jobs: Receiver<Job>,
+    loads: &Loads,
+) {
     lower_priority();
     // wasmtime compiles a component's functions in parallel on the current rayon pool: this
     // one, whose threads yield to calls as this thread does.
@@ -168,13 +217,14 @@ fn optimize(engine: Engine, linker: Linker<HostState>, cache: Option<Cache>, job
     };
     let mut queue: Vec<Job> = Vec::new();
     loop {
-        queue.extend(jobs.try_iter());
         if queue.is_empty() {
             match jobs.recv() {
                 Ok(job) => queue.push(job),
                 Err(_) => return,
             }
         }
+        loads.wait_for_none();
+        queue.extend(jobs.try_iter());
         let digest = queue[0].digest;
         let (same, rest): (Vec<Job>, Vec<Job>) =
             queue.drain(..).partition(|job| job.digest == digest);
