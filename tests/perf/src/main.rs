@@ -1,11 +1,12 @@
 //! `moat-perf`: moat against its baselines, measured side by side in one run.
 //!
 //! * **P1** stdio `tools/call` round trip of `echo`: moat vs `native-echo` (the same tool written
-//!   in plain Rust on rmcp), one client, calls alternating between the two.
+//!   in plain Rust on rmcp) and the same tool on the official TypeScript and Python SDKs
+//!   (`ts-sdk-echo`, `py-sdk-echo`, in `baselines/`), one client, the servers' calls interleaved.
 //! * **P2** Streamable HTTP calls per second with 64 concurrent sessions: moat vs `native-echo`,
 //!   rounds alternating.
 //! * **P3** time from process start to the first `tools/list` answer, 1 and 50 plugins, with an
-//!   empty compile cache (cold) and a filled one (warm).
+//!   empty compile cache (cold) and a filled one (warm); the three echo baselines' beside it.
 //! * **P4** moat's resident memory with 50 plugins, idle and at its peak under 64 concurrent calls.
 //! * **P5** a CPU-heavy call (sha256 of 8 MiB) in moat vs the same component in a bare wasmtime
 //!   embedding (the engine's floor), and vs native code.
@@ -56,6 +57,15 @@ struct Cli {
     /// The native baseline server; default: `native-echo` next to this binary.
     #[arg(long)]
     native: Option<PathBuf>,
+    /// The Node.js that runs the ts-sdk-echo baseline (which finds the SDK in tests/npm).
+    #[arg(long, default_value = "tests/npm/node_modules/.bin/node")]
+    node: PathBuf,
+    /// The Python, with the `mcp` SDK installed, that runs the py-sdk-echo baseline.
+    #[arg(long, default_value = ".venv/bin/python")]
+    python: PathBuf,
+    /// The folder holding the SDK baselines' scripts, ts_echo.mjs and py_echo.py.
+    #[arg(long, default_value = "tests/perf/baselines")]
+    baselines: PathBuf,
     /// The folder holding echo.wasm, text.wasm, time.wasm and burn.wasm.
     #[arg(long, default_value = "target/wasm-plugins/wasm32-wasip2/release")]
     plugins: PathBuf,
@@ -127,9 +137,29 @@ const MESSAGE: &str = "hello, moat";
 /// One of the measurements.
 type Step = fn(&mut Bench) -> Result<()>;
 
+/// A server offering the `echo_echo` tool of moat's `echo` plugin over stdio, with the same input
+/// schema and result, that moat's round trip and start-up are compared with.
+struct Baseline {
+    name: &'static str,
+    program: PathBuf,
+    script: Option<PathBuf>,
+    /// What moat's P1 p50 and p99 should be against this server's.
+    round_trip: [Target; 2],
+}
+
+impl Baseline {
+    fn command(&self) -> Command {
+        let mut command = Command::new(&self.program);
+        command.args(&self.script);
+        command
+    }
+}
+
 struct Bench {
     moat: PathBuf,
     native: PathBuf,
+    /// `native-echo` first: the floor.
+    baselines: Vec<Baseline>,
     plugins: PathBuf,
     settings: Settings,
     /// Generated configs, compile caches and server logs.
@@ -162,6 +192,43 @@ fn run(cli: Cli) -> Result<()> {
             path.display()
         );
     }
+    let baselines = vec![
+        Baseline {
+            name: "native-echo",
+            program: native.clone(),
+            script: None,
+            round_trip: [Target::RatioAtMost(1.1), Target::RatioAtMost(1.1)],
+        },
+        Baseline {
+            name: "ts-sdk-echo",
+            program: cli.node,
+            script: Some(cli.baselines.join("ts_echo.mjs")),
+            round_trip: [Target::RatioAtMost(1.0), Target::None],
+        },
+        Baseline {
+            name: "py-sdk-echo",
+            program: cli.python,
+            script: Some(cli.baselines.join("py_echo.py")),
+            round_trip: [Target::None, Target::None],
+        },
+    ];
+    let selected =
+        |id: &str| cli.only.is_empty() || cli.only.iter().any(|o| o.eq_ignore_ascii_case(id));
+    if selected("P1") || selected("P3") {
+        for baseline in &baselines {
+            for path in [Some(&baseline.program), baseline.script.as_ref()]
+                .into_iter()
+                .flatten()
+            {
+                ensure!(
+                    path.is_file(),
+                    "{} not found (for {}); `./dev bench` installs it",
+                    path.display(),
+                    baseline.name
+                );
+            }
+        }
+    }
     for plugin in ["echo", "text", "time", "burn"] {
         let path = cli.plugins.join(format!("{plugin}.wasm"));
         ensure!(
@@ -178,6 +245,7 @@ fn run(cli: Cli) -> Result<()> {
     let mut bench = Bench {
         moat: cli.moat,
         native,
+        baselines,
         plugins: cli.plugins,
         settings: Settings::new(cli.quick),
         work: work.clone(),
@@ -291,15 +359,20 @@ impl Bench {
         Ok((path, names))
     }
 
-    /// P3: process start to the first `tools/list` answer.
+    /// P3: process start to the first `tools/list` answer, moat's beside each baseline's.
     fn startup(&mut self) -> Result<()> {
-        let native: Vec<f64> = (0..self.settings.warm_starts)
-            .map(|_| {
-                let log = self.log("native-start");
-                time_to_tools(Command::new(&self.native), &log).map(|(t, _)| millis(t))
-            })
-            .collect::<Result<_>>()?;
-        let native = median(native);
+        let mut baselines = Vec::new();
+        for baseline in &self.baselines {
+            let log = self.log(&format!("{}-start", baseline.name));
+            let times: Vec<f64> = (0..self.settings.warm_starts)
+                .map(|_| {
+                    let (time, tools) = time_to_tools(baseline.command(), &log)?;
+                    echo_tool(&tools)?;
+                    Ok(millis(time))
+                })
+                .collect::<Result<_>>()?;
+            baselines.push((baseline.name, median(times)));
+        }
         for count in [1, MANY_PLUGINS] {
             let (config, names) = self.config(count)?;
             let config = config
@@ -341,60 +414,81 @@ impl Bench {
                 if times.is_empty() {
                     continue;
                 }
-                let target = if count == MANY_PLUGINS && state == "warm" {
-                    Target::AtMost(100.0)
+                let what = format!(
+                    "start → first tools/list, {plugins}, {state} cache (median of {})",
+                    times.len()
+                );
+                let moat = median(times);
+                // One echo server against one plugin: the baselines start as moat with `echo`.
+                if count == 1 {
+                    for &baseline in &baselines {
+                        self.rows.push(Row {
+                            id: "P3",
+                            what: what.clone(),
+                            unit: "ms",
+                            moat,
+                            baseline: Some(baseline),
+                            target: Target::None,
+                        });
+                    }
                 } else {
-                    Target::None
-                };
-                self.rows.push(Row {
-                    id: "P3",
-                    what: format!(
-                        "start → first tools/list, {plugins}, {state} cache (median of {})",
-                        times.len()
-                    ),
-                    unit: "ms",
-                    moat: median(times),
-                    baseline: Some(("native-echo", native)),
-                    target,
-                });
+                    let target = if state == "warm" {
+                        Target::AtMost(100.0)
+                    } else {
+                        Target::None
+                    };
+                    self.rows.push(Row {
+                        id: "P3",
+                        what,
+                        unit: "ms",
+                        moat,
+                        baseline: None,
+                        target,
+                    });
+                }
             }
         }
         Ok(())
     }
 
-    /// P1: stdio round trips of `echo`, alternating between moat and the native server.
+    /// P1: stdio round trips of `echo`, moat's and every baseline's calls interleaved.
     fn stdio_round_trip(&mut self) -> Result<()> {
         let echo = self.plugin("echo");
         let echo = echo.to_str().context("a non-UTF-8 path")?;
-        let mut moat = StdioServer::spawn(
+        let mut servers = vec![StdioServer::spawn(
             self.moat_command(&["serve", echo], &self.warm_cache()),
             &self.log("moat-stdio"),
-        )?;
-        let mut native = StdioServer::spawn(Command::new(&self.native), &self.log("native-stdio"))?;
+        )?];
+        for baseline in &self.baselines {
+            let log = self.log(&format!("{}-stdio", baseline.name));
+            servers.push(StdioServer::spawn(baseline.command(), &log)?);
+        }
         let mut schemas = Vec::new();
-        for server in [&mut moat, &mut native] {
+        for server in &mut servers {
             server.initialize()?;
             let tools = server.list_tools()?;
-            let tool = tools
-                .iter()
-                .find(|t| t["name"] == "echo_echo")
-                .context("no echo_echo tool")?;
+            let tool = echo_tool(&tools)?;
             schemas.push((tool["inputSchema"].clone(), tool["outputSchema"].clone()));
         }
-        ensure!(
-            schemas[0] == schemas[1],
-            "moat's and the native server's echo_echo differ: {schemas:?}"
-        );
+        for (baseline, schema) in self.baselines.iter().zip(&schemas[1..]) {
+            ensure!(
+                *schema == schemas[0],
+                "moat's and {}'s echo_echo differ: {:?} against {schema:?}",
+                baseline.name,
+                schemas[0]
+            );
+        }
 
         let calls = self.settings.stdio_calls;
-        let mut times = [Vec::with_capacity(calls), Vec::with_capacity(calls)];
+        let mut times: Vec<Vec<Duration>> = (0..servers.len())
+            .map(|_| Vec::with_capacity(calls))
+            .collect();
         for i in 0..(calls / 10 + calls) {
-            // Alternate who goes first, so that neither always follows the other's wake-up.
-            let order = if i % 2 == 0 { [0, 1] } else { [1, 0] };
-            for which in order {
-                let server = if which == 0 { &mut moat } else { &mut native };
+            // Forward, then backward: no server always follows the same other's wake-up.
+            for k in 0..servers.len() {
+                let which = if i % 2 == 0 { k } else { servers.len() - 1 - k };
                 let start = Instant::now();
-                let result = server.call_tool("echo_echo", json!({"message": MESSAGE}))?;
+                let result = servers[which].call_tool("echo_echo", json!({"message": MESSAGE}))?;
                 let time = start.elapsed();
                 check_echo(&result)?;
                 if i >= calls / 10 {
@@ -402,22 +496,29 @@ impl Bench {
                 }
             }
         }
-        let [moat, native] = times.map(|t| Stats::of(t).expect("calls were made"));
-        for (label, pick) in [
-            ("p50", (moat.p50, native.p50)),
-            ("p99", (moat.p99, native.p99)),
-        ] {
-            self.rows.push(Row {
-                id: "P1",
-                what: format!(
-                    "stdio tools/call echo round trip, {label} ({} calls each)",
-                    moat.count
-                ),
-                unit: "µs",
-                moat: micros(pick.0),
-                baseline: Some(("native-echo", micros(pick.1))),
-                target: Target::RatioAtMost(1.25),
-            });
+        let stats: Vec<Stats> = times
+            .into_iter()
+            .map(|t| Stats::of(t).expect("calls were made"))
+            .collect();
+        let moat = stats[0];
+        for (baseline, theirs) in self.baselines.iter().zip(&stats[1..]) {
+            let [p50, p99] = baseline.round_trip;
+            for (label, ours, theirs, target) in [
+                ("p50", moat.p50, theirs.p50, p50),
+                ("p99", moat.p99, theirs.p99, p99),
+            ] {
+                self.rows.push(Row {
+                    id: "P1",
+                    what: format!(
+                        "stdio tools/call echo round trip, {label} ({} calls each)",
+                        moat.count
+                    ),
+                    unit: "µs",
+                    moat: micros(ours),
+                    baseline: Some((baseline.name, micros(theirs))),
+                    target,
+                });
+            }
         }
         Ok(())
     }
@@ -685,6 +786,14 @@ fn check_tools(tools: &[Value], plugins: &[String]) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// The `echo_echo` tool in a server's list.
+fn echo_tool(tools: &[Value]) -> Result<&Value> {
+    tools
+        .iter()
+        .find(|t| t["name"] == "echo_echo")
+        .context("no echo_echo tool")
 }
 
 /// An echo result must carry the message as text, and nothing else (a string is text alone).
