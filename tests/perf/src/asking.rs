@@ -81,7 +81,7 @@ impl Bench {
                 asked.count
             ),
             unit: "µs",
-            moat: micros(asked.p50),
+            moat: Some(micros(asked.p50)),
             baseline: Some(("one plain call", micros(plain.p50))),
             target: Target::None,
         });

@@ -5,8 +5,9 @@
 //!   (`ts-sdk-echo`, `py-sdk-echo`, in `baselines/`), one client, the servers' calls interleaved.
 //! * **P2** Streamable HTTP calls per second with 64 concurrent sessions: moat vs `native-echo`,
 //!   rounds alternating.
-//! * **P3** time from process start to the first `tools/list` answer, 1 and 50 plugins, with an
-//!   empty compile cache (cold) and a filled one (warm); the three echo baselines' beside it.
+//! * **P3** (`startup`) time from process start to the first `tools/list` answer, 1 and 50
+//!   plugins, with an empty compile cache (cold) and a filled one (warm); the three echo
+//!   baselines' beside it. Cold starts also to every plugin's first answer and to optimized code.
 //! * **P4** moat's resident memory with 50 plugins, idle and at its peak under 64 concurrent calls.
 //! * **P5** a CPU-heavy call (sha256 of 8 MiB) in moat vs the same component in a bare wasmtime
 //!   embedding (the engine's floor), and vs native code.
@@ -15,18 +16,22 @@
 //!   `input_required`, then the answered call replaying the guest) against one plain call.
 //!
 //! Prints a markdown table and writes the figures as JSON. Targets are reported, never enforced:
-//! the run fails only when something breaks (a server does not start, an answer is wrong).
+//! the run fails only when something breaks (a server does not start, an answer is wrong). A
+//! figure that only moat's log can give is reported missing when the log does not give it.
 
 mod asking;
 mod http;
+mod logwatch;
 mod native;
 mod procfs;
 mod report;
 mod service;
+mod startup;
 mod stats;
 mod stdio;
 mod watchdog;
 
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
@@ -75,6 +80,10 @@ struct Cli {
     /// Give up (stopping the servers) after this many seconds; default 300 with --quick, else 1800.
     #[arg(long, value_name = "SECONDS")]
     timeout: Option<u64>,
+    /// How long moat may take after a cold start to log that every plugin runs optimized code;
+    /// default 60 with --quick, else 120.
+    #[arg(long, value_name = "SECONDS")]
+    optimized_timeout: Option<u64>,
     /// Run only these measurements (e.g. `--only P1,P3`).
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
@@ -91,6 +100,8 @@ struct Settings {
     /// The plugins the 50 are copies of, in turn.
     many_kinds: &'static [&'static str],
     warm_starts: usize,
+    /// How long a cold start's optimized code may take to be in use.
+    optimized_wait: Duration,
     memory_load: Duration,
     hash_calls: usize,
 }
@@ -107,6 +118,8 @@ impl Settings {
                 // Small ones only: even a warm start must first fill the cache.
                 many_kinds: &["echo"],
                 warm_starts: 2,
+                // A debug build's Cranelift is slow.
+                optimized_wait: Duration::from_secs(60),
                 memory_load: Duration::from_millis(700),
                 hash_calls: 3,
             }
@@ -119,6 +132,7 @@ impl Settings {
                 cold_many: true,
                 many_kinds: &["echo", "text", "time"],
                 warm_starts: 9,
+                optimized_wait: Duration::from_secs(120),
                 memory_load: Duration::from_secs(3),
                 hash_calls: 20,
             }
@@ -136,6 +150,16 @@ const MESSAGE: &str = "hello, moat";
 
 /// One of the measurements.
 type Step = fn(&mut Bench) -> Result<()>;
+
+/// A plugin as the generated configs name it.
+#[derive(Clone)]
+struct Plugin {
+    name: String,
+    /// The bundled plugin it is, or is a copy of.
+    kind: &'static str,
+    /// Absolute.
+    path: PathBuf,
+}
 
 /// A server offering the `echo_echo` tool of moat's `echo` plugin over stdio, with the same input
 /// schema and result, that moat's round trip and start-up are compared with.
@@ -168,6 +192,12 @@ struct Bench {
     /// The measurements to run, by id; all when empty.
     only: Vec<String>,
     rows: Vec<Row>,
+    /// What the run could not measure, printed under the table.
+    notes: Vec<String>,
+    /// The plugins in the warm compile cache, by path.
+    warmed: HashSet<PathBuf>,
+    /// Whether moat logs when a plugin's optimized code is in use; unknown until a cold start.
+    swap_logged: Option<bool>,
 }
 
 fn main() -> std::process::ExitCode {
@@ -242,18 +272,25 @@ fn run(cli: Cli) -> Result<()> {
     let work = std::env::temp_dir().join(format!("moat-perf-{}", std::process::id()));
     std::fs::create_dir_all(&work)?;
     http::write_token_file(&work.join("http-token"))?;
+    let mut settings = Settings::new(cli.quick);
+    if let Some(seconds) = cli.optimized_timeout {
+        settings.optimized_wait = Duration::from_secs(seconds);
+    }
     let mut bench = Bench {
         moat: cli.moat,
         native,
         baselines,
         plugins: cli.plugins,
-        settings: Settings::new(cli.quick),
+        settings,
         work: work.clone(),
         runtime: tokio::runtime::Builder::new_multi_thread()
             .enable_all()
             .build()?,
         only: cli.only,
         rows: Vec::new(),
+        notes: Vec::new(),
+        warmed: HashSet::new(),
+        swap_logged: None,
     };
     // A failed run keeps its configs and server logs for a look.
     if let Err(error) = bench.run_all() {
@@ -267,6 +304,9 @@ fn run(cli: Cli) -> Result<()> {
     let machine = machine();
     println!("\n{}\n", machine_line(&machine));
     print!("{}", table(&bench.rows));
+    for note in &bench.notes {
+        println!("\nnote: {note}");
+    }
     if !JUDGED {
         println!(
             "\na debug build: these figures show that each measurement runs, not how fast moat is"
@@ -277,6 +317,7 @@ fn run(cli: Cli) -> Result<()> {
         "build": if JUDGED { "release" } else { "debug" },
         "machine": machine,
         "results": bench.rows.iter().map(Row::json).collect::<Vec<_>>(),
+        "notes": bench.notes,
     });
     if let Some(dir) = cli.out.parent() {
         std::fs::create_dir_all(dir)?;
@@ -331,124 +372,51 @@ impl Bench {
         self.work.join(format!("{name}.log"))
     }
 
+    /// A bundled plugin under its own name.
+    fn bundled(&self, kind: &'static str) -> Result<Plugin> {
+        Ok(Plugin {
+            name: kind.to_string(),
+            kind,
+            path: self.plugin(kind).canonicalize()?,
+        })
+    }
+
     /// A moat.toml serving `count` plugins: copies of the bundled ones in turn (echo only in quick
-    /// mode), under numbered names. Each
-    /// copy differs from the others by a custom section, so that each is a component of its own
-    /// to compile and cache, as `count` different plugins would be.
-    fn config(&self, count: usize) -> Result<(PathBuf, Vec<String>)> {
-        let mut text = String::new();
-        let mut names = Vec::new();
+    /// mode), under numbered names. Each copy differs from the others by a custom section, so
+    /// that each is a component of its own to compile and cache, as `count` different plugins
+    /// would be.
+    fn config(&self, count: usize) -> Result<(String, Vec<Plugin>)> {
+        let mut plugins = Vec::new();
         for i in 0..count {
             let kinds = self.settings.many_kinds;
             let kind = kinds[i % kinds.len()];
-            let (name, path) = if count == 1 {
-                (kind.to_string(), self.plugin(kind).canonicalize()?)
+            plugins.push(if count == 1 {
+                self.bundled(kind)?
             } else {
                 let name = format!("{kind}{:02}", i + 1);
                 let mut wasm = std::fs::read(self.plugin(kind))?;
                 wasm.extend(custom_section("moat-perf-copy", name.as_bytes()));
                 let path = std::path::absolute(self.work.join(format!("{name}.wasm")))?;
                 std::fs::write(&path, wasm)?;
-                (name, path)
-            };
-            text.push_str(&format!("[plugins.{name}]\npath = {path:?}\n\n"));
-            names.push(name);
+                Plugin { name, kind, path }
+            });
         }
-        let path = self.work.join(format!("moat-{count}.toml"));
-        std::fs::write(&path, text)?;
-        Ok((path, names))
+        let config = self.write_config(&format!("moat-{count}.toml"), &plugins)?;
+        Ok((config, plugins))
     }
 
-    /// P3: process start to the first `tools/list` answer, moat's beside each baseline's.
-    fn startup(&mut self) -> Result<()> {
-        let mut baselines = Vec::new();
-        for baseline in &self.baselines {
-            let log = self.log(&format!("{}-start", baseline.name));
-            let times: Vec<f64> = (0..self.settings.warm_starts)
-                .map(|_| {
-                    let (time, tools) = time_to_tools(baseline.command(), &log)?;
-                    echo_tool(&tools)?;
-                    Ok(millis(time))
-                })
-                .collect::<Result<_>>()?;
-            baselines.push((baseline.name, median(times)));
+    /// Writes a moat.toml serving `plugins`; its path.
+    fn write_config(&self, file: &str, plugins: &[Plugin]) -> Result<String> {
+        let mut text = String::new();
+        for Plugin { name, path, .. } in plugins {
+            text.push_str(&format!("[plugins.{name}]\npath = {path:?}\n\n"));
         }
-        for count in [1, MANY_PLUGINS] {
-            let (config, names) = self.config(count)?;
-            let config = config
-                .to_str()
-                .context("a non-UTF-8 temp folder")?
-                .to_string();
-            let args = ["serve", "--config", &config];
-            let check = |tools: &[Value]| check_tools(tools, &names);
-            let mut cold = Vec::new();
-            let cold_starts = if count == 1 || self.settings.cold_many {
-                self.settings.cold_starts
-            } else {
-                0
-            };
-            for run in 0..cold_starts {
-                let cache = self.work.join(format!("cache-cold-{count}-{run}"));
-                let log = self.log(&format!("moat-cold-{count}"));
-                let (time, tools) = time_to_tools(self.moat_command(&args, &cache), &log)?;
-                check(&tools)?;
-                eprintln!("moat-perf:   {count} plugins, cold: {:.0} ms", millis(time));
-                cold.push(millis(time));
-            }
-            // The first start fills the cache; the ones after it are measured.
-            let log = self.log(&format!("moat-warm-{count}"));
-            time_to_tools(self.moat_command(&args, &self.warm_cache()), &log)?;
-            let mut warm = Vec::new();
-            for _ in 0..self.settings.warm_starts {
-                let (time, tools) =
-                    time_to_tools(self.moat_command(&args, &self.warm_cache()), &log)?;
-                check(&tools)?;
-                warm.push(millis(time));
-            }
-            let plugins = if count == 1 {
-                "1 plugin".to_string()
-            } else {
-                format!("{count} plugins ({})", self.settings.many_kinds.join(", "))
-            };
-            for (state, times) in [("cold", cold), ("warm", warm)] {
-                if times.is_empty() {
-                    continue;
-                }
-                let what = format!(
-                    "start → first tools/list, {plugins}, {state} cache (median of {})",
-                    times.len()
-                );
-                let moat = median(times);
-                // One echo server against one plugin: the baselines start as moat with `echo`.
-                if count == 1 {
-                    for &baseline in &baselines {
-                        self.rows.push(Row {
-                            id: "P3",
-                            what: what.clone(),
-                            unit: "ms",
-                            moat,
-                            baseline: Some(baseline),
-                            target: Target::None,
-                        });
-                    }
-                } else {
-                    let target = if state == "warm" {
-                        Target::AtMost(100.0)
-                    } else {
-                        Target::None
-                    };
-                    self.rows.push(Row {
-                        id: "P3",
-                        what,
-                        unit: "ms",
-                        moat,
-                        baseline: None,
-                        target,
-                    });
-                }
-            }
-        }
-        Ok(())
+        let path = self.work.join(file);
+        std::fs::write(&path, text)?;
+        Ok(path
+            .to_str()
+            .context("a non-UTF-8 temp folder")?
+            .to_string())
     }
 
     /// P1: stdio round trips of `echo`, moat's and every baseline's calls interleaved.
@@ -514,7 +482,7 @@ impl Bench {
                         moat.count
                     ),
                     unit: "µs",
-                    moat: micros(ours),
+                    moat: Some(micros(ours)),
                     baseline: Some((baseline.name, micros(theirs))),
                     target,
                 });
@@ -552,7 +520,7 @@ impl Bench {
                 self.settings.http_round
             ),
             unit: "calls/s",
-            moat: median(moat_rate),
+            moat: Some(median(moat_rate)),
             baseline: Some(("native-echo", median(native_rate))),
             target: Target::RatioAtLeast(0.8),
         });
@@ -589,15 +557,11 @@ impl Bench {
 
     /// P4: moat's memory with 50 plugins, idle and under [`CLIENTS`] concurrent calls.
     fn memory(&mut self) -> Result<()> {
-        let (config, names) = self.config(MANY_PLUGINS)?;
-        let config = config
-            .to_str()
-            .context("a non-UTF-8 temp folder")?
-            .to_string();
-        let echo_tools: Vec<String> = names
+        let (config, plugins) = self.config(MANY_PLUGINS)?;
+        let echo_tools: Vec<String> = plugins
             .iter()
-            .filter(|n| n.starts_with("echo"))
-            .map(|n| format!("{n}_echo"))
+            .filter(|p| p.kind == "echo")
+            .map(|p| format!("{}_echo", p.name))
             .collect();
         let addr = free_addr()?;
         let moat = HttpServer::spawn(
@@ -623,7 +587,7 @@ impl Bench {
                 self.settings.many_kinds.join(", ")
             ),
             unit: "MiB",
-            moat: mib(moat_idle),
+            moat: Some(mib(moat_idle)),
             baseline: Some(("native-echo", mib(native_idle))),
             target: Target::AtMost(150.0),
         });
@@ -631,7 +595,7 @@ impl Bench {
             id: "P4",
             what: format!("resident memory, peak − idle under {CLIENTS} concurrent calls"),
             unit: "MiB",
-            moat: mib(moat_peak.saturating_sub(moat_idle)),
+            moat: Some(mib(moat_peak.saturating_sub(moat_idle))),
             baseline: Some(("native-echo", mib(native_peak.saturating_sub(native_idle)))),
             target: Target::AtMost(64.0),
         });
@@ -725,7 +689,7 @@ impl Bench {
             id: "P5",
             what: format!("sha256 of {HASH_MIB} MiB in a tool, p50 ({calls} calls)"),
             unit: "ms",
-            moat: millis(moat.p50),
+            moat: Some(millis(moat.p50)),
             baseline: Some(("wasmtime floor", millis(floor.p50))),
             target: Target::RatioAtMost(1.1),
         });
@@ -733,21 +697,12 @@ impl Bench {
             id: "P5",
             what: format!("sha256 of {HASH_MIB} MiB, moat vs native code, p50 (for information)"),
             unit: "ms",
-            moat: millis(moat.p50),
+            moat: Some(millis(moat.p50)),
             baseline: Some(("native Rust", millis(native.p50))),
             target: Target::None,
         });
         Ok(())
     }
-}
-
-/// Starts an MCP server on stdio and times it to its first `tools/list` answer.
-fn time_to_tools(command: Command, log: &Path) -> Result<(Duration, Vec<Value>)> {
-    let start = Instant::now();
-    let mut server = StdioServer::spawn(command, log)?;
-    server.initialize()?;
-    let tools = server.list_tools()?;
-    Ok((start.elapsed(), tools))
 }
 
 /// A WebAssembly custom section (id 0): valid at the end of a component, ignored by the engine.
@@ -773,23 +728,8 @@ fn custom_section(name: &str, payload: &[u8]) -> Vec<u8> {
     section
 }
 
-/// Every configured plugin must have brought its tools.
-fn check_tools(tools: &[Value], plugins: &[String]) -> Result<()> {
-    for plugin in plugins {
-        let prefix = format!("{plugin}_");
-        ensure!(
-            tools
-                .iter()
-                .any(|t| t["name"].as_str().is_some_and(|n| n.starts_with(&prefix))),
-            "plugin {plugin} has no tools in the list ({} tools)",
-            tools.len()
-        );
-    }
-    Ok(())
-}
-
 /// The `echo_echo` tool in a server's list.
-fn echo_tool(tools: &[Value]) -> Result<&Value> {
+pub(crate) fn echo_tool(tools: &[Value]) -> Result<&Value> {
     tools
         .iter()
         .find(|t| t["name"] == "echo_echo")
@@ -797,7 +737,7 @@ fn echo_tool(tools: &[Value]) -> Result<&Value> {
 }
 
 /// An echo result must carry the message as text, and nothing else (a string is text alone).
-fn check_echo(result: &Value) -> Result<()> {
+pub(crate) fn check_echo(result: &Value) -> Result<()> {
     if result["content"][0]["text"] != MESSAGE || !result["structuredContent"].is_null() {
         bail!("a wrong echo: {result}");
     }

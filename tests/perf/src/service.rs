@@ -185,7 +185,7 @@ impl Bench {
                 jwt_rate.len()
             ),
             unit: "calls/s",
-            moat: median(jwt_rate),
+            moat: Some(median(jwt_rate)),
             baseline: Some(("moat --no-auth", median(open_rate))),
             target: Target::RatioAtLeast(0.95),
         });
@@ -256,7 +256,7 @@ impl Bench {
                 flood.refused + flood.accepted
             ),
             unit: "ms",
-            moat: millis(loaded.p50),
+            moat: Some(millis(loaded.p50)),
             baseline: Some(("alone", millis(idle.p50))),
             target: Target::RatioAtMost(1.5),
         });
