@@ -25,6 +25,7 @@ fn meta() -> Value {
 impl Bench {
     /// P8: a call that asks one question (both rounds) against a plain call.
     pub(crate) fn asking_round_trip(&mut self) -> Result<()> {
+        self.warm_bundled("conformance")?;
         let plugin = self.plugin("conformance").canonicalize()?;
         let config = self.work.join("asking.toml");
         std::fs::write(&config, format!("[plugins.test]\npath = {plugin:?}\n"))?;

@@ -421,6 +421,7 @@ impl Bench {
 
     /// P1: stdio round trips of `echo`, moat's and every baseline's calls interleaved.
     fn stdio_round_trip(&mut self) -> Result<()> {
+        self.warm_bundled("echo")?;
         let echo = self.plugin("echo");
         let echo = echo.to_str().context("a non-UTF-8 path")?;
         let mut servers = vec![StdioServer::spawn(
@@ -493,6 +494,7 @@ impl Bench {
 
     /// P2: calls per second over Streamable HTTP with [`CLIENTS`] sessions, rounds alternating.
     fn http_throughput(&mut self) -> Result<()> {
+        self.warm_bundled("echo")?;
         let echo = self.plugin("echo");
         let echo = echo.to_str().context("a non-UTF-8 path")?;
         let moat_addr = free_addr()?;
@@ -558,6 +560,7 @@ impl Bench {
     /// P4: moat's memory with 50 plugins, idle and under [`CLIENTS`] concurrent calls.
     fn memory(&mut self) -> Result<()> {
         let (config, plugins) = self.config(MANY_PLUGINS)?;
+        self.fill_warm_cache(&plugins)?;
         let echo_tools: Vec<String> = plugins
             .iter()
             .filter(|p| p.kind == "echo")
@@ -643,6 +646,7 @@ impl Bench {
 
     /// P5: sha256 of 8 MiB in moat (limits on), in a bare wasmtime embedding, and natively.
     fn cpu_heavy(&mut self) -> Result<()> {
+        self.warm_bundled("burn")?;
         let burn = self.plugin("burn");
         let mut moat = StdioServer::spawn(
             self.moat_command(

@@ -132,6 +132,7 @@ impl Bench {
     /// P6: HTTP calls per second with a JWT checked on every request, against the same moat
     /// with authentication off; rounds alternate.
     pub(crate) fn auth_throughput(&mut self) -> Result<()> {
+        self.warm_bundled("echo")?;
         let issuer = Issuer::start(&self.work.join("issuer"))?;
         let echo = self.plugin("echo");
         let jwt_addr = free_addr()?;
@@ -195,6 +196,7 @@ impl Bench {
     /// P7: one principal's p50 latency while 62 others call within their quotas and one floods
     /// past its own, against its p50 alone.
     pub(crate) fn quota_isolation(&mut self) -> Result<()> {
+        self.warm_bundled("echo")?;
         let mut keys = String::new();
         for i in 0..PRINCIPALS {
             let digest: String = Sha256::digest(key(i).as_bytes())
