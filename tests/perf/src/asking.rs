@@ -25,6 +25,7 @@ fn meta() -> Value {
 impl Bench {
     /// P8: a call that asks one question (both rounds) against a plain call.
     pub(crate) fn asking_round_trip(&mut self) -> Result<()> {
+        self.warm_bundled("conformance")?;
         let plugin = self.plugin("conformance").canonicalize()?;
         let config = self.work.join("asking.toml");
         std::fs::write(&config, format!("[plugins.test]\npath = {plugin:?}\n"))?;
@@ -81,7 +82,7 @@ impl Bench {
                 asked.count
             ),
             unit: "µs",
-            moat: micros(asked.p50),
+            moat: Some(micros(asked.p50)),
             baseline: Some(("one plain call", micros(plain.p50))),
             target: Target::None,
         });

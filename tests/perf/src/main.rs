@@ -1,11 +1,13 @@
 //! `moat-perf`: moat against its baselines, measured side by side in one run.
 //!
 //! * **P1** stdio `tools/call` round trip of `echo`: moat vs `native-echo` (the same tool written
-//!   in plain Rust on rmcp), one client, calls alternating between the two.
+//!   in plain Rust on rmcp) and the same tool on the official TypeScript and Python SDKs
+//!   (`ts-sdk-echo`, `py-sdk-echo`, in `baselines/`), one client, the servers' calls interleaved.
 //! * **P2** Streamable HTTP calls per second with 64 concurrent sessions: moat vs `native-echo`,
 //!   rounds alternating.
-//! * **P3** time from process start to the first `tools/list` answer, 1 and 50 plugins, with an
-//!   empty compile cache (cold) and a filled one (warm).
+//! * **P3** (`startup`) time from process start to the first `tools/list` answer, 1 and 50
+//!   plugins, with an empty compile cache (cold) and a filled one (warm); the three echo
+//!   baselines' beside it. Cold starts also to every plugin's first answer and to optimized code.
 //! * **P4** moat's resident memory with 50 plugins, idle and at its peak under 64 concurrent calls.
 //! * **P5** a CPU-heavy call (sha256 of 8 MiB) in moat vs the same component in a bare wasmtime
 //!   embedding (the engine's floor), and vs native code.
@@ -14,18 +16,22 @@
 //!   `input_required`, then the answered call replaying the guest) against one plain call.
 //!
 //! Prints a markdown table and writes the figures as JSON. Targets are reported, never enforced:
-//! the run fails only when something breaks (a server does not start, an answer is wrong).
+//! the run fails only when something breaks (a server does not start, an answer is wrong). A
+//! figure that only moat's log can give is reported missing when the log does not give it.
 
 mod asking;
 mod http;
+mod logwatch;
 mod native;
 mod procfs;
 mod report;
 mod service;
+mod startup;
 mod stats;
 mod stdio;
 mod watchdog;
 
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
@@ -56,6 +62,15 @@ struct Cli {
     /// The native baseline server; default: `native-echo` next to this binary.
     #[arg(long)]
     native: Option<PathBuf>,
+    /// The Node.js that runs the ts-sdk-echo baseline (which finds the SDK in tests/npm).
+    #[arg(long, default_value = "tests/npm/node_modules/.bin/node")]
+    node: PathBuf,
+    /// The Python, with the `mcp` SDK installed, that runs the py-sdk-echo baseline.
+    #[arg(long, default_value = ".venv/bin/python")]
+    python: PathBuf,
+    /// The folder holding the SDK baselines' scripts, ts_echo.mjs and py_echo.py.
+    #[arg(long, default_value = "tests/perf/baselines")]
+    baselines: PathBuf,
     /// The folder holding echo.wasm, text.wasm, time.wasm and burn.wasm.
     #[arg(long, default_value = "target/wasm-plugins/wasm32-wasip2/release")]
     plugins: PathBuf,
@@ -65,6 +80,10 @@ struct Cli {
     /// Give up (stopping the servers) after this many seconds; default 300 with --quick, else 1800.
     #[arg(long, value_name = "SECONDS")]
     timeout: Option<u64>,
+    /// How long moat may take after a cold start to log that every plugin runs optimized code;
+    /// default 60 with --quick, else 120.
+    #[arg(long, value_name = "SECONDS")]
+    optimized_timeout: Option<u64>,
     /// Run only these measurements (e.g. `--only P1,P3`).
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
@@ -81,6 +100,8 @@ struct Settings {
     /// The plugins the 50 are copies of, in turn.
     many_kinds: &'static [&'static str],
     warm_starts: usize,
+    /// How long a cold start's optimized code may take to be in use.
+    optimized_wait: Duration,
     memory_load: Duration,
     hash_calls: usize,
 }
@@ -97,6 +118,8 @@ impl Settings {
                 // Small ones only: even a warm start must first fill the cache.
                 many_kinds: &["echo"],
                 warm_starts: 2,
+                // A debug build's Cranelift is slow.
+                optimized_wait: Duration::from_secs(60),
                 memory_load: Duration::from_millis(700),
                 hash_calls: 3,
             }
@@ -109,6 +132,7 @@ impl Settings {
                 cold_many: true,
                 many_kinds: &["echo", "text", "time"],
                 warm_starts: 9,
+                optimized_wait: Duration::from_secs(120),
                 memory_load: Duration::from_secs(3),
                 hash_calls: 20,
             }
@@ -127,9 +151,39 @@ const MESSAGE: &str = "hello, moat";
 /// One of the measurements.
 type Step = fn(&mut Bench) -> Result<()>;
 
+/// A plugin as the generated configs name it.
+#[derive(Clone)]
+struct Plugin {
+    name: String,
+    /// The bundled plugin it is, or is a copy of.
+    kind: &'static str,
+    /// Absolute.
+    path: PathBuf,
+}
+
+/// A server offering the `echo_echo` tool of moat's `echo` plugin over stdio, with the same input
+/// schema and result, that moat's round trip and start-up are compared with.
+struct Baseline {
+    name: &'static str,
+    program: PathBuf,
+    script: Option<PathBuf>,
+    /// What moat's P1 p50 and p99 should be against this server's.
+    round_trip: [Target; 2],
+}
+
+impl Baseline {
+    fn command(&self) -> Command {
+        let mut command = Command::new(&self.program);
+        command.args(&self.script);
+        command
+    }
+}
+
 struct Bench {
     moat: PathBuf,
     native: PathBuf,
+    /// `native-echo` first: the floor.
+    baselines: Vec<Baseline>,
     plugins: PathBuf,
     settings: Settings,
     /// Generated configs, compile caches and server logs.
@@ -138,6 +192,12 @@ struct Bench {
     /// The measurements to run, by id; all when empty.
     only: Vec<String>,
     rows: Vec<Row>,
+    /// What the run could not measure, printed under the table.
+    notes: Vec<String>,
+    /// The plugins in the warm compile cache, by path.
+    warmed: HashSet<PathBuf>,
+    /// Whether moat logs when a plugin's optimized code is in use; unknown until a cold start.
+    swap_logged: Option<bool>,
 }
 
 fn main() -> std::process::ExitCode {
@@ -162,6 +222,43 @@ fn run(cli: Cli) -> Result<()> {
             path.display()
         );
     }
+    let baselines = vec![
+        Baseline {
+            name: "native-echo",
+            program: native.clone(),
+            script: None,
+            round_trip: [Target::RatioAtMost(1.1), Target::RatioAtMost(1.1)],
+        },
+        Baseline {
+            name: "ts-sdk-echo",
+            program: cli.node,
+            script: Some(cli.baselines.join("ts_echo.mjs")),
+            round_trip: [Target::RatioAtMost(1.0), Target::None],
+        },
+        Baseline {
+            name: "py-sdk-echo",
+            program: cli.python,
+            script: Some(cli.baselines.join("py_echo.py")),
+            round_trip: [Target::None, Target::None],
+        },
+    ];
+    let selected =
+        |id: &str| cli.only.is_empty() || cli.only.iter().any(|o| o.eq_ignore_ascii_case(id));
+    if selected("P1") || selected("P3") {
+        for baseline in &baselines {
+            for path in [Some(&baseline.program), baseline.script.as_ref()]
+                .into_iter()
+                .flatten()
+            {
+                ensure!(
+                    path.is_file(),
+                    "{} not found (for {}); `./dev bench` installs it",
+                    path.display(),
+                    baseline.name
+                );
+            }
+        }
+    }
     for plugin in ["echo", "text", "time", "burn"] {
         let path = cli.plugins.join(format!("{plugin}.wasm"));
         ensure!(
@@ -175,17 +272,25 @@ fn run(cli: Cli) -> Result<()> {
     let work = std::env::temp_dir().join(format!("moat-perf-{}", std::process::id()));
     std::fs::create_dir_all(&work)?;
     http::write_token_file(&work.join("http-token"))?;
+    let mut settings = Settings::new(cli.quick);
+    if let Some(seconds) = cli.optimized_timeout {
+        settings.optimized_wait = Duration::from_secs(seconds);
+    }
     let mut bench = Bench {
         moat: cli.moat,
         native,
+        baselines,
         plugins: cli.plugins,
-        settings: Settings::new(cli.quick),
+        settings,
         work: work.clone(),
         runtime: tokio::runtime::Builder::new_multi_thread()
             .enable_all()
             .build()?,
         only: cli.only,
         rows: Vec::new(),
+        notes: Vec::new(),
+        warmed: HashSet::new(),
+        swap_logged: None,
     };
     // A failed run keeps its configs and server logs for a look.
     if let Err(error) = bench.run_all() {
@@ -199,6 +304,9 @@ fn run(cli: Cli) -> Result<()> {
     let machine = machine();
     println!("\n{}\n", machine_line(&machine));
     print!("{}", table(&bench.rows));
+    for note in &bench.notes {
+        println!("\nnote: {note}");
+    }
     if !JUDGED {
         println!(
             "\na debug build: these figures show that each measurement runs, not how fast moat is"
@@ -209,6 +317,7 @@ fn run(cli: Cli) -> Result<()> {
         "build": if JUDGED { "release" } else { "debug" },
         "machine": machine,
         "results": bench.rows.iter().map(Row::json).collect::<Vec<_>>(),
+        "notes": bench.notes,
     });
     if let Some(dir) = cli.out.parent() {
         std::fs::create_dir_all(dir)?;
@@ -263,138 +372,92 @@ impl Bench {
         self.work.join(format!("{name}.log"))
     }
 
+    /// A bundled plugin under its own name.
+    fn bundled(&self, kind: &'static str) -> Result<Plugin> {
+        Ok(Plugin {
+            name: kind.to_string(),
+            kind,
+            path: self.plugin(kind).canonicalize()?,
+        })
+    }
+
     /// A moat.toml serving `count` plugins: copies of the bundled ones in turn (echo only in quick
-    /// mode), under numbered names. Each
-    /// copy differs from the others by a custom section, so that each is a component of its own
-    /// to compile and cache, as `count` different plugins would be.
-    fn config(&self, count: usize) -> Result<(PathBuf, Vec<String>)> {
-        let mut text = String::new();
-        let mut names = Vec::new();
+    /// mode), under numbered names. Each copy differs from the others by a custom section, so
+    /// that each is a component of its own to compile and cache, as `count` different plugins
+    /// would be.
+    fn config(&self, count: usize) -> Result<(String, Vec<Plugin>)> {
+        let mut plugins = Vec::new();
         for i in 0..count {
             let kinds = self.settings.many_kinds;
             let kind = kinds[i % kinds.len()];
-            let (name, path) = if count == 1 {
-                (kind.to_string(), self.plugin(kind).canonicalize()?)
+            plugins.push(if count == 1 {
+                self.bundled(kind)?
             } else {
                 let name = format!("{kind}{:02}", i + 1);
                 let mut wasm = std::fs::read(self.plugin(kind))?;
                 wasm.extend(custom_section("moat-perf-copy", name.as_bytes()));
                 let path = std::path::absolute(self.work.join(format!("{name}.wasm")))?;
                 std::fs::write(&path, wasm)?;
-                (name, path)
-            };
+                Plugin { name, kind, path }
+            });
+        }
+        let config = self.write_config(&format!("moat-{count}.toml"), &plugins)?;
+        Ok((config, plugins))
+    }
+
+    /// Writes a moat.toml serving `plugins`; its path.
+    fn write_config(&self, file: &str, plugins: &[Plugin]) -> Result<String> {
+        let mut text = String::new();
+        for Plugin { name, path, .. } in plugins {
             text.push_str(&format!("[plugins.{name}]\npath = {path:?}\n\n"));
-            names.push(name);
         }
-        let path = self.work.join(format!("moat-{count}.toml"));
+        let path = self.work.join(file);
         std::fs::write(&path, text)?;
-        Ok((path, names))
+        Ok(path
+            .to_str()
+            .context("a non-UTF-8 temp folder")?
+            .to_string())
     }
 
-    /// P3: process start to the first `tools/list` answer.
-    fn startup(&mut self) -> Result<()> {
-        let native: Vec<f64> = (0..self.settings.warm_starts)
-            .map(|_| {
-                let log = self.log("native-start");
-                time_to_tools(Command::new(&self.native), &log).map(|(t, _)| millis(t))
-            })
-            .collect::<Result<_>>()?;
-        let native = median(native);
-        for count in [1, MANY_PLUGINS] {
-            let (config, names) = self.config(count)?;
-            let config = config
-                .to_str()
-                .context("a non-UTF-8 temp folder")?
-                .to_string();
-            let args = ["serve", "--config", &config];
-            let check = |tools: &[Value]| check_tools(tools, &names);
-            let mut cold = Vec::new();
-            let cold_starts = if count == 1 || self.settings.cold_many {
-                self.settings.cold_starts
-            } else {
-                0
-            };
-            for run in 0..cold_starts {
-                let cache = self.work.join(format!("cache-cold-{count}-{run}"));
-                let log = self.log(&format!("moat-cold-{count}"));
-                let (time, tools) = time_to_tools(self.moat_command(&args, &cache), &log)?;
-                check(&tools)?;
-                eprintln!("moat-perf:   {count} plugins, cold: {:.0} ms", millis(time));
-                cold.push(millis(time));
-            }
-            // The first start fills the cache; the ones after it are measured.
-            let log = self.log(&format!("moat-warm-{count}"));
-            time_to_tools(self.moat_command(&args, &self.warm_cache()), &log)?;
-            let mut warm = Vec::new();
-            for _ in 0..self.settings.warm_starts {
-                let (time, tools) =
-                    time_to_tools(self.moat_command(&args, &self.warm_cache()), &log)?;
-                check(&tools)?;
-                warm.push(millis(time));
-            }
-            let plugins = if count == 1 {
-                "1 plugin".to_string()
-            } else {
-                format!("{count} plugins ({})", self.settings.many_kinds.join(", "))
-            };
-            for (state, times) in [("cold", cold), ("warm", warm)] {
-                if times.is_empty() {
-                    continue;
-                }
-                let target = if count == MANY_PLUGINS && state == "warm" {
-                    Target::AtMost(100.0)
-                } else {
-                    Target::None
-                };
-                self.rows.push(Row {
-                    id: "P3",
-                    what: format!(
-                        "start → first tools/list, {plugins}, {state} cache (median of {})",
-                        times.len()
-                    ),
-                    unit: "ms",
-                    moat: median(times),
-                    baseline: Some(("native-echo", native)),
-                    target,
-                });
-            }
-        }
-        Ok(())
-    }
-
-    /// P1: stdio round trips of `echo`, alternating between moat and the native server.
+    /// P1: stdio round trips of `echo`, moat's and every baseline's calls interleaved.
     fn stdio_round_trip(&mut self) -> Result<()> {
+        self.warm_bundled("echo")?;
         let echo = self.plugin("echo");
         let echo = echo.to_str().context("a non-UTF-8 path")?;
-        let mut moat = StdioServer::spawn(
+        let mut servers = vec![StdioServer::spawn(
             self.moat_command(&["serve", echo], &self.warm_cache()),
             &self.log("moat-stdio"),
-        )?;
-        let mut native = StdioServer::spawn(Command::new(&self.native), &self.log("native-stdio"))?;
+        )?];
+        for baseline in &self.baselines {
+            let log = self.log(&format!("{}-stdio", baseline.name));
+            servers.push(StdioServer::spawn(baseline.command(), &log)?);
+        }
         let mut schemas = Vec::new();
-        for server in [&mut moat, &mut native] {
+        for server in &mut servers {
             server.initialize()?;
             let tools = server.list_tools()?;
-            let tool = tools
-                .iter()
-                .find(|t| t["name"] == "echo_echo")
-                .context("no echo_echo tool")?;
+            let tool = echo_tool(&tools)?;
             schemas.push((tool["inputSchema"].clone(), tool["outputSchema"].clone()));
         }
-        ensure!(
-            schemas[0] == schemas[1],
-            "moat's and the native server's echo_echo differ: {schemas:?}"
-        );
+        for (baseline, schema) in self.baselines.iter().zip(&schemas[1..]) {
+            ensure!(
+                *schema == schemas[0],
+                "moat's and {}'s echo_echo differ: {:?} against {schema:?}",
+                baseline.name,
+                schemas[0]
+            );
+        }
 
         let calls = self.settings.stdio_calls;
-        let mut times = [Vec::with_capacity(calls), Vec::with_capacity(calls)];
+        let mut times: Vec<Vec<Duration>> = (0..servers.len())
+            .map(|_| Vec::with_capacity(calls))
+            .collect();
         for i in 0..(calls / 10 + calls) {
-            // Alternate who goes first, so that neither always follows the other's wake-up.
-            let order = if i % 2 == 0 { [0, 1] } else { [1, 0] };
-            for which in order {
-                let server = if which == 0 { &mut moat } else { &mut native };
+            // Forward, then backward: no server always follows the same other's wake-up.
+            for k in 0..servers.len() {
+                let which = if i % 2 == 0 { k } else { servers.len() - 1 - k };
                 let start = Instant::now();
-                let result = server.call_tool("echo_echo", json!({"message": MESSAGE}))?;
+                let result = servers[which].call_tool("echo_echo", json!({"message": MESSAGE}))?;
                 let time = start.elapsed();
                 check_echo(&result)?;
                 if i >= calls / 10 {
@@ -402,28 +465,36 @@ impl Bench {
                 }
             }
         }
-        let [moat, native] = times.map(|t| Stats::of(t).expect("calls were made"));
-        for (label, pick) in [
-            ("p50", (moat.p50, native.p50)),
-            ("p99", (moat.p99, native.p99)),
-        ] {
-            self.rows.push(Row {
-                id: "P1",
-                what: format!(
-                    "stdio tools/call echo round trip, {label} ({} calls each)",
-                    moat.count
-                ),
-                unit: "µs",
-                moat: micros(pick.0),
-                baseline: Some(("native-echo", micros(pick.1))),
-                target: Target::RatioAtMost(1.25),
-            });
+        let stats: Vec<Stats> = times
+            .into_iter()
+            .map(|t| Stats::of(t).expect("calls were made"))
+            .collect();
+        let moat = stats[0];
+        for (baseline, theirs) in self.baselines.iter().zip(&stats[1..]) {
+            let [p50, p99] = baseline.round_trip;
+            for (label, ours, theirs, target) in [
+                ("p50", moat.p50, theirs.p50, p50),
+                ("p99", moat.p99, theirs.p99, p99),
+            ] {
+                self.rows.push(Row {
+                    id: "P1",
+                    what: format!(
+                        "stdio tools/call echo round trip, {label} ({} calls each)",
+                        moat.count
+                    ),
+                    unit: "µs",
+                    moat: Some(micros(ours)),
+                    baseline: Some((baseline.name, micros(theirs))),
+                    target,
+                });
+            }
         }
         Ok(())
     }
 
     /// P2: calls per second over Streamable HTTP with [`CLIENTS`] sessions, rounds alternating.
     fn http_throughput(&mut self) -> Result<()> {
+        self.warm_bundled("echo")?;
         let echo = self.plugin("echo");
         let echo = echo.to_str().context("a non-UTF-8 path")?;
         let moat_addr = free_addr()?;
@@ -451,7 +522,7 @@ impl Bench {
                 self.settings.http_round
             ),
             unit: "calls/s",
-            moat: median(moat_rate),
+            moat: Some(median(moat_rate)),
             baseline: Some(("native-echo", median(native_rate))),
             target: Target::RatioAtLeast(0.8),
         });
@@ -488,15 +559,12 @@ impl Bench {
 
     /// P4: moat's memory with 50 plugins, idle and under [`CLIENTS`] concurrent calls.
     fn memory(&mut self) -> Result<()> {
-        let (config, names) = self.config(MANY_PLUGINS)?;
-        let config = config
-            .to_str()
-            .context("a non-UTF-8 temp folder")?
-            .to_string();
-        let echo_tools: Vec<String> = names
+        let (config, plugins) = self.config(MANY_PLUGINS)?;
+        self.fill_warm_cache(&plugins)?;
+        let echo_tools: Vec<String> = plugins
             .iter()
-            .filter(|n| n.starts_with("echo"))
-            .map(|n| format!("{n}_echo"))
+            .filter(|p| p.kind == "echo")
+            .map(|p| format!("{}_echo", p.name))
             .collect();
         let addr = free_addr()?;
         let moat = HttpServer::spawn(
@@ -522,7 +590,7 @@ impl Bench {
                 self.settings.many_kinds.join(", ")
             ),
             unit: "MiB",
-            moat: mib(moat_idle),
+            moat: Some(mib(moat_idle)),
             baseline: Some(("native-echo", mib(native_idle))),
             target: Target::AtMost(150.0),
         });
@@ -530,7 +598,7 @@ impl Bench {
             id: "P4",
             what: format!("resident memory, peak − idle under {CLIENTS} concurrent calls"),
             unit: "MiB",
-            moat: mib(moat_peak.saturating_sub(moat_idle)),
+            moat: Some(mib(moat_peak.saturating_sub(moat_idle))),
             baseline: Some(("native-echo", mib(native_peak.saturating_sub(native_idle)))),
             target: Target::AtMost(64.0),
         });
@@ -578,6 +646,7 @@ impl Bench {
 
     /// P5: sha256 of 8 MiB in moat (limits on), in a bare wasmtime embedding, and natively.
     fn cpu_heavy(&mut self) -> Result<()> {
+        self.warm_bundled("burn")?;
         let burn = self.plugin("burn");
         let mut moat = StdioServer::spawn(
             self.moat_command(
@@ -624,7 +693,7 @@ impl Bench {
             id: "P5",
             what: format!("sha256 of {HASH_MIB} MiB in a tool, p50 ({calls} calls)"),
             unit: "ms",
-            moat: millis(moat.p50),
+            moat: Some(millis(moat.p50)),
             baseline: Some(("wasmtime floor", millis(floor.p50))),
             target: Target::RatioAtMost(1.1),
         });
@@ -632,21 +701,12 @@ impl Bench {
             id: "P5",
             what: format!("sha256 of {HASH_MIB} MiB, moat vs native code, p50 (for information)"),
             unit: "ms",
-            moat: millis(moat.p50),
+            moat: Some(millis(moat.p50)),
             baseline: Some(("native Rust", millis(native.p50))),
             target: Target::None,
         });
         Ok(())
     }
-}
-
-/// Starts an MCP server on stdio and times it to its first `tools/list` answer.
-fn time_to_tools(command: Command, log: &Path) -> Result<(Duration, Vec<Value>)> {
-    let start = Instant::now();
-    let mut server = StdioServer::spawn(command, log)?;
-    server.initialize()?;
-    let tools = server.list_tools()?;
-    Ok((start.elapsed(), tools))
 }
 
 /// A WebAssembly custom section (id 0): valid at the end of a component, ignored by the engine.
@@ -672,23 +732,16 @@ fn custom_section(name: &str, payload: &[u8]) -> Vec<u8> {
     section
 }
 
-/// Every configured plugin must have brought its tools.
-fn check_tools(tools: &[Value], plugins: &[String]) -> Result<()> {
-    for plugin in plugins {
-        let prefix = format!("{plugin}_");
-        ensure!(
-            tools
-                .iter()
-                .any(|t| t["name"].as_str().is_some_and(|n| n.starts_with(&prefix))),
-            "plugin {plugin} has no tools in the list ({} tools)",
-            tools.len()
-        );
-    }
-    Ok(())
+/// The `echo_echo` tool in a server's list.
+pub(crate) fn echo_tool(tools: &[Value]) -> Result<&Value> {
+    tools
+        .iter()
+        .find(|t| t["name"] == "echo_echo")
+        .context("no echo_echo tool")
 }
 
 /// An echo result must carry the message as text, and nothing else (a string is text alone).
-fn check_echo(result: &Value) -> Result<()> {
+pub(crate) fn check_echo(result: &Value) -> Result<()> {
     if result["content"][0]["text"] != MESSAGE || !result["structuredContent"].is_null() {
         bail!("a wrong echo: {result}");
     }

@@ -24,14 +24,15 @@ pub struct Row {
     pub id: &'static str,
     pub what: String,
     pub unit: &'static str,
-    pub moat: f64,
+    /// `None`: moat did not show what this measures (a log line it does not write yet).
+    pub moat: Option<f64>,
     pub baseline: Option<(&'static str, f64)>,
     pub target: Target,
 }
 
 impl Row {
     fn ratio(&self) -> Option<f64> {
-        self.baseline.map(|(_, b)| self.moat / b)
+        Some(self.moat? / self.baseline?.1)
     }
 
     fn met(&self) -> Option<bool> {
@@ -41,7 +42,7 @@ impl Row {
         match self.target {
             Target::RatioAtMost(t) => self.ratio().map(|r| r <= t),
             Target::RatioAtLeast(t) => self.ratio().map(|r| r >= t),
-            Target::AtMost(t) => Some(self.moat <= t),
+            Target::AtMost(t) => self.moat.map(|m| m <= t),
             Target::None => None,
         }
     }
@@ -75,12 +76,14 @@ pub fn table(rows: &[Row]) -> String {
         "| | measure | moat | baseline | ratio | target | met |\n|---|---|---|---|---|---|---|\n",
     );
     for row in rows {
-        let (baseline, ratio) = match row.baseline {
-            Some((label, value)) => (
-                format!("{} {} ({label})", figure(value), row.unit),
-                format!("{:.2}×", row.moat / value),
-            ),
-            None => (String::new(), String::new()),
+        let baseline = match row.baseline {
+            Some((label, value)) => format!("{} {} ({label})", figure(value), row.unit),
+            None => String::new(),
+        };
+        let ratio = row.ratio().map(|r| format!("{r:.2}×")).unwrap_or_default();
+        let moat = match row.moat {
+            Some(value) => format!("{} {}", figure(value), row.unit),
+            None => "missing".into(),
         };
         let met = match row.met() {
             Some(true) => "yes",
@@ -88,11 +91,9 @@ pub fn table(rows: &[Row]) -> String {
             None => "",
         };
         out.push_str(&format!(
-            "| {} | {} | {} {} | {baseline} | {ratio} | {} | {met} |\n",
+            "| {} | {} | {moat} | {baseline} | {ratio} | {} | {met} |\n",
             row.id,
             row.what,
-            figure(row.moat),
-            row.unit,
             row.target_text()
         ));
     }

@@ -3,10 +3,13 @@
 
 use std::io::{BufRead, BufReader, BufWriter, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command, Stdio};
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
+
+use crate::logwatch::Marks;
 
 /// The protocol version the clients speak (with a session, the era every host speaks today).
 pub const PROTOCOL_VERSION: &str = "2025-11-25";
@@ -14,7 +17,8 @@ pub const PROTOCOL_VERSION: &str = "2025-11-25";
 /// An MCP server running as a child process, spoken to over stdio.
 pub struct StdioServer {
     child: Child,
-    stdin: BufWriter<ChildStdin>,
+    /// `None` once closed, which asks the server to exit.
+    stdin: Option<BufWriter<ChildStdin>>,
     stdout: BufReader<ChildStdout>,
     log: PathBuf,
     next_id: u64,
@@ -23,9 +27,24 @@ pub struct StdioServer {
 
 impl StdioServer {
     /// Starts `command` with its stderr in `log`; call [`StdioServer::initialize`] next.
-    pub fn spawn(mut command: Command, log: &Path) -> Result<Self> {
-        let stderr =
-            std::fs::File::create(log).with_context(|| format!("creating {}", log.display()))?;
+    pub fn spawn(command: Command, log: &Path) -> Result<Self> {
+        Self::start(command, log, create(log)?.into()).map(|(server, _)| server)
+    }
+
+    /// Like [`StdioServer::spawn`], and keeps the lines of stderr that contain `marker`, with the
+    /// moment each came.
+    pub fn spawn_watched(command: Command, log: &Path, marker: &str) -> Result<(Self, Marks)> {
+        let file = create(log)?;
+        let (server, stderr) = Self::start(command, log, Stdio::piped())?;
+        let marks = Marks::watch(stderr.expect("piped stderr"), file, marker);
+        Ok((server, marks))
+    }
+
+    fn start(
+        mut command: Command,
+        log: &Path,
+        stderr: Stdio,
+    ) -> Result<(Self, Option<ChildStderr>)> {
         let mut child = command
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -33,14 +52,16 @@ impl StdioServer {
             .spawn()
             .with_context(|| format!("starting {:?}", command.get_program()))?;
         crate::watchdog::register(child.id());
-        Ok(Self {
-            stdin: BufWriter::new(child.stdin.take().expect("piped stdin")),
+        let stderr = child.stderr.take();
+        let server = Self {
+            stdin: Some(BufWriter::new(child.stdin.take().expect("piped stdin"))),
             stdout: BufReader::new(child.stdout.take().expect("piped stdout")),
             child,
             log: log.to_path_buf(),
             next_id: 0,
             line: String::new(),
-        })
+        };
+        Ok((server, stderr))
     }
 
     /// The MCP handshake: `initialize`, then `notifications/initialized`.
@@ -118,9 +139,23 @@ impl StdioServer {
     }
 
     fn send(&mut self, message: &Value) -> Result<()> {
-        serde_json::to_writer(&mut self.stdin, message)?;
-        self.stdin.write_all(b"\n")?;
-        self.stdin.flush().with_context(|| self.died("writing"))
+        let stdin = self.stdin.as_mut().context("stdin is closed")?;
+        serde_json::to_writer(&mut *stdin, message)?;
+        stdin.write_all(b"\n")?;
+        stdin.flush().with_context(|| self.died("writing"))
+    }
+
+    /// Closes stdin, which asks an MCP server to exit, and gives it up to `grace` to do so
+    /// (whatever it still writes, a cache entry, is then complete); past that it is killed.
+    pub fn close(mut self, grace: Duration) {
+        self.stdin = None;
+        let deadline = Instant::now() + grace;
+        while Instant::now() < deadline {
+            if !matches!(self.child.try_wait(), Ok(None)) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
     }
 
     /// What went wrong with the server, with the end of its log.
@@ -138,7 +173,8 @@ impl StdioServer {
 
 impl Drop for StdioServer {
     fn drop(&mut self) {
-        // Closing stdin asks an MCP server to exit; don't wait on one that does not.
+        // Closing stdin asks an MCP server to exit; don't wait on one that does not
+        // ([`StdioServer::close`] does).
         crate::watchdog::unregister(self.child.id());
         let _ = self.child.kill();
         let _ = self.child.wait();
@@ -150,4 +186,8 @@ pub fn log_tail(log: &Path) -> String {
     let text = std::fs::read_to_string(log).unwrap_or_default();
     let lines: Vec<&str> = text.lines().collect();
     lines[lines.len().saturating_sub(15)..].join("\n")
+}
+
+fn create(log: &Path) -> Result<std::fs::File> {
+    std::fs::File::create(log).with_context(|| format!("creating {}", log.display()))
 }

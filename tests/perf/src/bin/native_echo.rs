@@ -1,8 +1,8 @@
 //! The native baseline: an rmcp server offering the `echo_echo` tool of moat's `echo` plugin with
 //! the same schemas and the same result shape, implemented in plain Rust.
 //!
-//! `native-echo` serves stdio; `native-echo --http 127.0.0.1:PORT` serves Streamable HTTP at `/mcp`
-//! with the same rmcp configuration moat uses.
+//! `native-echo` serves stdio, through rmcp's non-blocking pipe transport; `native-echo --http
+//! 127.0.0.1:PORT` serves Streamable HTTP at `/mcp` with the same rmcp configuration moat uses.
 
 use std::sync::Arc;
 
@@ -103,8 +103,9 @@ async fn main() -> Result<()> {
     let cli = Cli::parse();
     let server = NativeEcho::new();
     let Some(addr) = cli.http else {
+        // rmcp's fastest stdio: pipes driven by tokio's reactor instead of its blocking pool.
         let service = server
-            .serve(rmcp::transport::stdio())
+            .serve(rmcp::transport::stdio_pipes())
             .await
             .context("starting the MCP session")?;
         service.waiting().await?;
