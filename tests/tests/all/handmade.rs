@@ -1,5 +1,6 @@
-//! Components written out instruction by instruction, for attacks a Rust guest cannot be compiled
-//! into: the hostile suite loads them like any plugin file.
+//! Components written out instruction by instruction, for what a Rust guest cannot be compiled
+//! into: attacks the hostile suite loads like any plugin file, and a tail call (`tiers.rs`: Winch
+//! cannot compile one).
 
 use std::sync::OnceLock;
 
@@ -98,11 +99,6 @@ fn main_module() -> Module {
         .memory_grow(0)
         .end();
     code.function(&grow_both);
-    let mut data = DataSection::new();
-    let mut pair = 32u32.to_le_bytes().to_vec();
-    pair.extend(2u32.to_le_bytes());
-    data.active(0, &ConstExpr::i32_const(16), pair);
-    data.active(0, &ConstExpr::i32_const(32), b"ok".iter().copied());
     let mut module = Module::new();
     module
         .section(&types)
@@ -111,8 +107,19 @@ fn main_module() -> Module {
         .section(&one_memory())
         .section(&exports)
         .section(&code)
-        .section(&data);
+        .section(&ok_data());
     module
+}
+
+/// The string "ok" at 32, and its (pointer, length) pair at 16, where a function returning a
+/// string answers that it lies.
+fn ok_data() -> DataSection {
+    let mut data = DataSection::new();
+    let mut pair = 32u32.to_le_bytes().to_vec();
+    pair.extend(2u32.to_le_bytes());
+    data.active(0, &ConstExpr::i32_const(16), pair);
+    data.active(0, &ConstExpr::i32_const(32), b"ok".iter().copied());
+    data
 }
 
 fn multi_memory_component() -> Vec<u8> {
@@ -163,4 +170,60 @@ fn the_multi_memory_component_is_valid() {
     let engine = moat_tests::engine();
     let wasm = multi_memory_component();
     wasmtime::component::Component::new(engine, &wasm).expect("a valid component");
+}
+
+/// A component whose `ok` returns "ok" through a tail call (`return_call`).
+pub fn tail_call_component() -> Vec<u8> {
+    let mut types = TypeSection::new();
+    types.ty().function([], [ValType::I32]);
+    let mut functions = FunctionSection::new();
+    functions.function(0); // 0: the string's (pointer, length) pair
+    functions.function(0); // 1: ok, a tail call of 0
+    let mut exports = ExportSection::new();
+    exports.export("memory", ExportKind::Memory, 0);
+    exports.export("ok", ExportKind::Func, 1);
+    let mut code = CodeSection::new();
+    let mut pair = Function::new([]);
+    pair.instructions().i32_const(16).end();
+    code.function(&pair);
+    let mut ok = Function::new([]);
+    ok.instructions().return_call(0).end();
+    code.function(&ok);
+    let mut module = Module::new();
+    module
+        .section(&types)
+        .section(&functions)
+        .section(&one_memory())
+        .section(&exports)
+        .section(&code)
+        .section(&ok_data());
+
+    let mut instances = InstanceSection::new();
+    instances.instantiate(0, Vec::<(&str, ModuleArg)>::new());
+    let mut aliases = ComponentAliasSection::new();
+    for (kind, name) in [(ExportKind::Func, "ok"), (ExportKind::Memory, "memory")] {
+        aliases.alias(Alias::CoreInstanceExport {
+            instance: 0,
+            kind,
+            name,
+        });
+    }
+    let mut component_types = ComponentTypeSection::new();
+    component_types
+        .function()
+        .params(Vec::<(&str, ComponentValType)>::new())
+        .result(Some(ComponentValType::Primitive(PrimitiveValType::String)));
+    let mut lifts = CanonicalFunctionSection::new();
+    lifts.lift(0, 0, [CanonicalOption::UTF8, CanonicalOption::Memory(0)]);
+    let mut component_exports = ComponentExportSection::new();
+    component_exports.export("ok", ComponentExportKind::Func, 0, None);
+    let mut component = Component::new();
+    component
+        .section(&ModuleSection(&module))
+        .section(&instances)
+        .section(&aliases)
+        .section(&component_types)
+        .section(&lifts)
+        .section(&component_exports);
+    component.finish()
 }

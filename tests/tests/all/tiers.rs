@@ -10,13 +10,6 @@ use moat::serve::reload::Loader;
 use moat::supply::cache::Cache;
 use moat_tests::{TempDir, baseline_tiers, call, engine, load_on, plugins, source, try_call};
 use serde_json::json;
-use wasm_encoder::{
-    Alias, CanonicalFunctionSection, CanonicalOption, CodeSection, Component,
-    ComponentAliasSection, ComponentExportKind, ComponentExportSection, ComponentTypeSection,
-    ConstExpr, DataSection, ExportKind, ExportSection, Function, FunctionSection, InstanceSection,
-    MemorySection, MemoryType, Module, ModuleArg, ModuleSection, PrimitiveValType, TypeSection,
-    ValType,
-};
 
 fn load_tiered(loader: &mut Loader, name: &str, path: &str) -> Arc<Plugin> {
     let outcome = loader.load(&[source(name, path)]).expect("a load");
@@ -143,7 +136,7 @@ async fn fuel_runs_out_on_winch_code() {
 /// once, and works.
 #[tokio::test]
 async fn a_component_winch_cannot_compile_runs_on_cranelift_at_once() {
-    let wasm = tail_call_component();
+    let wasm = crate::handmade::tail_call_component();
     assert!(
         wasmtime::component::Component::new(
             &moat::sandbox::engine::new_baseline_engine(engine()).unwrap(),
@@ -164,75 +157,4 @@ async fn a_component_winch_cannot_compile_runs_on_cranelift_at_once() {
     assert!(plugin.optimized());
     let ok = call(plugin, "tail_ok", json!({})).await;
     assert_eq!(ok.content[0].as_text().unwrap().text, "ok");
-}
-
-/// A component whose `ok` returns "ok" through a tail call (`return_call`).
-fn tail_call_component() -> Vec<u8> {
-    let mut types = TypeSection::new();
-    types.ty().function([], [ValType::I32]);
-    let mut functions = FunctionSection::new();
-    functions.function(0); // 0: the string's (pointer, length) pair
-    functions.function(0); // 1: ok, a tail call of 0
-    let mut memories = MemorySection::new();
-    memories.memory(MemoryType {
-        minimum: 1,
-        maximum: None,
-        memory64: false,
-        shared: false,
-        page_size_log2: None,
-    });
-    let mut exports = ExportSection::new();
-    exports.export("memory", ExportKind::Memory, 0);
-    exports.export("ok", ExportKind::Func, 1);
-    let mut code = CodeSection::new();
-    let mut pair = Function::new([]);
-    pair.instructions().i32_const(16).end();
-    code.function(&pair);
-    let mut ok = Function::new([]);
-    ok.instructions().return_call(0).end();
-    code.function(&ok);
-    let mut data = DataSection::new();
-    let mut bytes = 32u32.to_le_bytes().to_vec();
-    bytes.extend(2u32.to_le_bytes());
-    data.active(0, &ConstExpr::i32_const(16), bytes);
-    data.active(0, &ConstExpr::i32_const(32), b"ok".iter().copied());
-    let mut module = Module::new();
-    module
-        .section(&types)
-        .section(&functions)
-        .section(&memories)
-        .section(&exports)
-        .section(&code)
-        .section(&data);
-
-    let mut instances = InstanceSection::new();
-    instances.instantiate(0, Vec::<(&str, ModuleArg)>::new());
-    let mut aliases = ComponentAliasSection::new();
-    for (kind, name) in [(ExportKind::Func, "ok"), (ExportKind::Memory, "memory")] {
-        aliases.alias(Alias::CoreInstanceExport {
-            instance: 0,
-            kind,
-            name,
-        });
-    }
-    let mut component_types = ComponentTypeSection::new();
-    component_types
-        .function()
-        .params(Vec::<(&str, wasm_encoder::ComponentValType)>::new())
-        .result(Some(wasm_encoder::ComponentValType::Primitive(
-            PrimitiveValType::String,
-        )));
-    let mut lifts = CanonicalFunctionSection::new();
-    lifts.lift(0, 0, [CanonicalOption::UTF8, CanonicalOption::Memory(0)]);
-    let mut component_exports = ComponentExportSection::new();
-    component_exports.export("ok", ComponentExportKind::Func, 0, None);
-    let mut component = Component::new();
-    component
-        .section(&ModuleSection(&module))
-        .section(&instances)
-        .section(&aliases)
-        .section(&component_types)
-        .section(&lifts)
-        .section(&component_exports);
-    component.finish()
 }
