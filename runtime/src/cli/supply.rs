@@ -26,10 +26,7 @@ pub async fn pull(text: &str) -> Result<ExitCode> {
         if let Some(cache) = &cache {
             let spinner = fetcher.progress().spinner(&format!("compiling {source}"));
             let compiled = tokio::task::block_in_place(|| {
-                cache
-                    .cached(&engine, &fetched.digest)
-                    .map(Ok)
-                    .unwrap_or_else(|| cache.compile(&engine, &fetched.wasm, &fetched.digest))
+                cache.component(&engine, &fetched.wasm, &fetched.digest)
             });
             spinner.finish_and_clear();
             compiled.with_context(|| format!("{source} is not a valid WebAssembly component"))?;

@@ -83,7 +83,6 @@ pub struct Instances {
     /// The code the plugin was loaded with: its tools know their exports by indexes into it.
     first: Component,
     code: RwLock<Arc<Code>>,
-    upgraded: AtomicBool,
     grants: Grants,
     limits: Limits,
     /// The plugin's log budget, shared by all its instances.
@@ -118,7 +117,6 @@ impl Instances {
                 pre,
                 exports: HashMap::new(),
             })),
-            upgraded: AtomicBool::new(false),
             grants,
             limits,
             ready: Mutex::new(None),
@@ -133,15 +131,10 @@ impl Instances {
 
     /// Runs the plugin on `pre` from now on: the next instance is made from it. The instance
     /// waiting for a call, made from the old code, is dropped; calls running finish on theirs.
-    /// `pre` must be the same component, compiled anew (on any engine).
+    /// `pre` must be the same component, compiled anew on another engine.
     pub fn upgrade(&self, pre: InstancePre<HostState>) {
-        let exports = export_map(
-            &self.first,
-            self.code.read().expect("code lock").pre.engine(),
-            pre.component(),
-        );
+        let exports = export_map(&self.first, pre.component());
         *self.code.write().expect("code lock") = Arc::new(Code { pre, exports });
-        self.upgraded.store(true, Ordering::Release);
         if self.ready.lock().expect("instance lock").take().is_some() {
             READY.fetch_sub(1, Ordering::AcqRel);
         }
@@ -149,7 +142,8 @@ impl Instances {
 
     /// Whether [`Instances::upgrade`] has replaced the code the plugin was loaded with.
     pub fn upgraded(&self) -> bool {
-        self.upgraded.load(Ordering::Acquire)
+        let code = self.code.read().expect("code lock");
+        !wasmtime::Engine::same(code.pre.engine(), self.first.engine())
     }
 
     /// An instance for a call that must end by `deadline`: the one made ahead if there is one,
@@ -289,11 +283,10 @@ impl Drop for Instances {
 /// two compilations of one component have the same exports, under indexes of their own.
 fn export_map(
     from: &Component,
-    from_engine: &wasmtime::Engine,
     to: &Component,
 ) -> HashMap<ComponentExportIndex, ComponentExportIndex> {
     let mut map = HashMap::new();
-    for (name, item) in from.component_type().exports(from_engine) {
+    for (name, item) in from.component_type().exports(from.engine()) {
         let (Some(old), Some(new)) = (
             from.get_export_index(None, name),
             to.get_export_index(None, name),
@@ -302,7 +295,7 @@ fn export_map(
         };
         map.insert(old, new);
         if let types::ComponentItem::ComponentInstance(instance) = item.ty {
-            for (function, _) in instance.exports(from_engine) {
+            for (function, _) in instance.exports(from.engine()) {
                 if let (Some(old), Some(new)) = (
                     from.get_export_index(Some(&old), function),
                     to.get_export_index(Some(&new), function),
