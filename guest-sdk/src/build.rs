@@ -48,6 +48,7 @@ pub fn prepare() -> Result<(), Error> {
 /// [package.metadata.moat]
 /// files = [{ guest = "/notes", mode = "rw" }]   # directories, at the guest path they are expected
 /// env = ["NOTES_TITLE"]                          # environment variable names
+/// config = ["api-url"]                           # wasi:config/store keys
 /// network = ["https://api.example.org"]          # host patterns
 /// max_memory_mb = 32
 /// deadline_ms = 2000
@@ -59,6 +60,8 @@ struct Manifest {
     files: Vec<Dir>,
     #[serde(default)]
     env: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    config: Vec<String>,
     #[serde(default)]
     network: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -108,8 +108,10 @@ pub struct Mounts(pub Vec<Mount>);
 impl Mounts {
     /// Reads the preopened directories and whether each may be changed.
     pub fn granted() -> Self {
+        // `.` is the first directory again, as the working directory: not a grant of its own.
         let mounts = get_directories()
             .into_iter()
+            .filter(|(_, path)| path != ".")
             .map(|(descriptor, path)| Mount {
                 path: normalise(Path::new(&path)),
                 writable: descriptor

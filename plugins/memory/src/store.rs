@@ -63,8 +63,10 @@ impl Store {
     /// The file `MEMORY_FILE` names (relative to the first granted directory), else
     /// `memory.jsonl` there.
     pub fn open() -> Result<Self, String> {
+        // `.` is the first directory again, as the working directory: not a grant of its own.
         let granted: Vec<PathBuf> = wasip2::filesystem::preopens::get_directories()
             .into_iter()
+            .filter(|(_, path)| path != ".")
             .map(|(_, path)| normalise(Path::new(&path)))
             .collect();
         let first = granted.first().ok_or(

@@ -8,8 +8,48 @@ use serde_json::{Value, json};
 
 use moat::supply::policy::Policy;
 
-use super::load::{configured_source, load_one, load_source};
+use moat::supply::PluginSource;
+use moat::supply::source::Fetcher;
+use moat::wit::world::World;
+
+use super::load::{configured_source, load_source, one_source};
 use super::print_out;
+
+/// What can be shown of a plugin that does not load: why, and the imports and exports its
+/// component declares, so that its author sees what moat would have to offer.
+async fn cannot_load(
+    source: &PluginSource,
+    error: anyhow::Error,
+    as_json: bool,
+) -> Result<ExitCode> {
+    let fetched = Fetcher::from_env().fetch(&source.source).await;
+    let world = fetched.and_then(|fetched| World::of(&fetched.wasm));
+    let Ok(world) = world else {
+        return Err(error);
+    };
+    if as_json {
+        let report = json!({
+            "plugin": source.name,
+            "error": format!("{error:#}"),
+            "imports": world.imports,
+            "exports": world.exports,
+        });
+        print_out(&serde_json::to_string_pretty(&report)?);
+    } else {
+        let mut out = format!("plugin {}\n\ncannot load: {error:#}\n", source.name);
+        for (heading, names) in [("imports", &world.imports), ("exports", &world.exports)] {
+            out.push_str(&format!("\n{heading}:\n"));
+            if names.is_empty() {
+                out.push_str("  (none)\n");
+            }
+            for name in names {
+                out.push_str(&format!("  {name}\n"));
+            }
+        }
+        print_out(out.trim_end());
+    }
+    Ok(ExitCode::FAILURE)
+}
 
 pub async fn inspect(
     text: &str,
@@ -17,9 +57,13 @@ pub async fn inspect(
     as_json: bool,
     policy: &Policy,
 ) -> Result<ExitCode> {
-    let (plugin, origin) = match config {
-        Some(config) => load_source(configured_source(config, text)?, policy).await?,
-        None => load_one(text, policy).await?,
+    let source = match config {
+        Some(config) => configured_source(config, text)?,
+        None => one_source(text)?,
+    };
+    let (plugin, origin) = match load_source(source.clone(), policy).await {
+        Ok(loaded) => loaded,
+        Err(error) => return cannot_load(&source, error, as_json).await,
     };
     let tools: Vec<Value> = plugin
         .tools

@@ -18,6 +18,8 @@ use super::serve::open_cache;
 
 /// The plugin of `config` named `plugin`, or whose file `plugin` is.
 pub fn configured_source(config: &Path, plugin: &str) -> Result<PluginSource> {
+    // Loaded as `moat serve` loads it: on an engine of the config's [engine] limits.
+    moat::sandbox::engine::set_pool_limits(config::read_engine(config)?)?;
     let wanted = Path::new(plugin).canonicalize().ok();
     config::read(config)?
         .into_iter()
@@ -53,11 +55,16 @@ pub fn load(
 
 /// Loads the one plugin a source string names, for `inspect` and `call`, with where it came from.
 pub async fn load_one(text: &str, policy: &Policy) -> Result<(Arc<Plugin>, String)> {
+    load_source(one_source(text)?, policy).await
+}
+
+/// The one plugin a source string names.
+pub fn one_source(text: &str) -> Result<PluginSource> {
     let mut sources = config::sources_from_args(&[text.to_string()])?;
     if sources.len() != 1 {
         bail!("{text} holds {} plugins; name one", sources.len());
     }
-    load_source(sources.pop().expect("one source"), policy).await
+    Ok(sources.pop().expect("one source"))
 }
 
 /// Fetches and loads one plugin under `policy`, with the grants of `source`.

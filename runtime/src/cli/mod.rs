@@ -3,6 +3,7 @@
 mod cache;
 mod call;
 mod doctor;
+mod embed;
 mod host_files;
 mod hosts;
 mod init;
@@ -131,6 +132,24 @@ enum Command {
         config: Option<PathBuf>,
         #[command(flatten)]
         trust: TrustArgs,
+    },
+    /// Give a component built by any toolchain (componentize-js, componentize-py, Go…) the
+    /// descriptions of its WIT doc comments and a permission manifest, as the Rust guest SDK's
+    /// build does: its WIT package goes into a `moat:wit` section, the manifest into
+    /// `moat:manifest`.
+    Embed {
+        /// The component, rewritten in place unless --output is given.
+        component: PathBuf,
+        /// The folder of the WIT package it was built from (with its deps/).
+        #[arg(long, default_value = "wit")]
+        wit: PathBuf,
+        /// The permission manifest: a moat-plugin.toml, or the `moat` object of a package.json,
+        /// `[tool.moat]` of a pyproject.toml, `[package.metadata.moat]` of a Cargo.toml.
+        #[arg(long, value_name = "FILE")]
+        manifest: Option<PathBuf>,
+        /// Where to write the result.
+        #[arg(long, short)]
+        output: Option<PathBuf>,
     },
     /// Sign a plugin with a minisign secret key, writing FILE.minisig.
     Sign {
@@ -400,6 +419,12 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
             let policy = Policy::resolve(trust.policy.as_deref())?;
             lint::run(&plugins, config.as_deref(), strict, json, &policy).await
         }
+        Command::Embed {
+            component,
+            wit,
+            manifest,
+            output,
+        } => embed::run(&component, &wit, manifest.as_deref(), output.as_deref()),
         Command::Pull { source } => pull(&source).await,
         Command::Push { file, reference } => push(&file, &reference).await,
         Command::Lock { config, check } => lock(&config, check).await,

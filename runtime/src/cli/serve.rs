@@ -92,6 +92,9 @@ pub async fn serve(
     // (URLs and OCI references are not paths; what they fetch lies in the cache.)
     .chain(served.paths.iter().filter(|p| p.exists()).cloned())
     .collect();
+    if let Some(config) = &served.config {
+        moat::sandbox::engine::set_pool_limits(moat::serve::config::read_engine(config)?)?;
+    }
     let mut loader = Loader::new(moat::sandbox::engine::new_engine_with_fuel(fuel)?, cache);
     if tiered {
         loader = loader.tiered()?;

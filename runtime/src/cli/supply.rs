@@ -5,6 +5,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result, bail};
 
+use moat::sandbox::footprint::Footprint;
 use moat::serve::config;
 use moat::supply::lock::Lock;
 use moat::supply::policy::Policy;
@@ -23,6 +24,9 @@ pub async fn pull(text: &str) -> Result<ExitCode> {
     let cache = super::serve::open_cache();
     for (_, source) in Source::parse(text, Path::new(""))?.expand()? {
         let fetched = fetcher.fetch(&source).await?;
+        Footprint::of(&fetched.wasm)
+            .and_then(|footprint| footprint.check(&moat::sandbox::engine::pool_limits()))
+            .with_context(|| format!("{source} cannot load"))?;
         if let Some(cache) = &cache {
             let spinner = fetcher.progress().spinner(&format!("compiling {source}"));
             let compiled = tokio::task::block_in_place(|| {

@@ -58,6 +58,13 @@ impl Found {
     }
 }
 
+/// Exports a toolchain adds to every component it builds, which are not the author's tools,
+/// and why each is not one.
+const TOOLCHAIN_EXPORTS: &[(&str, &str)] = &[(
+    "exports#init",
+    "componentize-py's own entry, which starts the interpreter when the component is built",
+)];
+
 /// Every exported function, at the top level or in an exported instance, is a tool unless
 /// `rules` hide it or its interface says it is something else. Too many tools, or schemas too
 /// large, refuse the whole plugin.
@@ -105,6 +112,17 @@ pub(super) fn discover(
     }
 
     let mut discovered = Discovered::default();
+    let (internal, found): (Vec<Found>, Vec<Found>) = found.into_iter().partition(|f| {
+        TOOLCHAIN_EXPORTS
+            .iter()
+            .any(|(export, _)| f.export() == *export)
+    });
+    for f in internal {
+        let export = f.export();
+        let why = TOOLCHAIN_EXPORTS.iter().find(|(e, _)| *e == export);
+        let why = why.map_or("", |(_, why)| why).to_string();
+        discovered.skipped.push((export, why));
+    }
     let (others, found): (Vec<Found>, Vec<Found>) = found.into_iter().partition(|f| {
         f.interface
             .as_deref()

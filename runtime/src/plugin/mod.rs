@@ -14,6 +14,7 @@ use anyhow::{Context, Result, bail};
 use rmcp::model::{CallToolResult, JsonObject};
 use wasmtime::component::{ComponentExportIndex, Type};
 
+use crate::sandbox::footprint::Footprint;
 use crate::sandbox::grants::Grants;
 use crate::sandbox::host::{Client, EventSink, Question};
 use crate::sandbox::instances::Instances;
@@ -278,6 +279,9 @@ impl Plugin {
         rules: &ToolRules,
     ) -> Result<Self> {
         let wasm = &fetched.wasm[..];
+        Footprint::of(wasm)
+            .and_then(|footprint| footprint.check(&crate::sandbox::engine::pool_limits()))
+            .with_context(|| format!("plugin \"{name}\" cannot load"))?;
         let compiled = compiler
             .compile(fetched)
             .with_context(|| format!("plugin \"{name}\" is not a valid WebAssembly component"))?;
@@ -294,12 +298,25 @@ impl Plugin {
             .imports(engine)
             .map(|(name, _)| name.to_string())
             .collect();
+        let unoffered: Vec<String> = imports
+            .iter()
+            .filter_map(|import| crate::sandbox::offered::unoffered(import))
+            .collect();
+        if !unoffered.is_empty() {
+            bail!(
+                "plugin \"{name}\" cannot link: it {}",
+                unoffered.join("; it ")
+            );
+        }
         let pre = compiled
             .linker
             .instantiate_pre(component)
             .map_err(anyhow::Error::from)
             .with_context(|| {
-                format!("plugin \"{name}\" needs an import that moat does not offer")
+                format!(
+                    "plugin \"{name}\" cannot link: an interface it imports is one moat offers, \
+                     with types other than moat's"
+                )
             })?;
         for note in crate::sandbox::grants::ungranted(&imports, &grants) {
             tracing::info!(plugin = name, "{note}");

@@ -5,6 +5,7 @@
 //! * Epoch interruption lets a call be stopped at its deadline and lets a long call yield to the
 //!   async runtime every tick, so one busy guest never holds a server thread for long.
 
+use std::sync::OnceLock;
 use std::thread;
 use std::time::Duration;
 
@@ -33,6 +34,44 @@ pub const KEEP_RESIDENT: usize = 1280 << 10;
 
 /// The same for tables, which are small.
 pub const TABLE_KEEP_RESIDENT: usize = 64 << 10;
+
+/// How big one plugin's component may be, in the parts the pool gives each instance. The
+/// defaults fit what componentize-py and componentize-js make (a CPython component links
+/// dozens of core modules, each extension library one) with room to spare. Raising them costs
+/// little: they cap what one instance may take from the pool's totals, which are counters and
+/// reserved address space, not memory; the totals grow with them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PoolLimits {
+    pub core_instances: u32,
+    pub memories: u32,
+    pub tables: u32,
+}
+
+impl Default for PoolLimits {
+    fn default() -> Self {
+        Self {
+            core_instances: 128,
+            memories: 8,
+            tables: 32,
+        }
+    }
+}
+
+static POOL_LIMITS: OnceLock<PoolLimits> = OnceLock::new();
+
+/// Sets the pool limits of every engine this process builds (`[engine]` in moat.toml); only
+/// before the first is built, since an engine's pool is fixed when it is made.
+pub fn set_pool_limits(limits: PoolLimits) -> Result<()> {
+    if POOL_LIMITS.set(limits).is_err() && pool_limits() != limits {
+        anyhow::bail!("the engine's [engine] limits are fixed once an engine is built");
+    }
+    Ok(())
+}
+
+/// The pool limits engines are built with: those set, or the defaults.
+pub fn pool_limits() -> PoolLimits {
+    *POOL_LIMITS.get_or_init(PoolLimits::default)
+}
 
 /// Builds the engine and starts the thread that advances its epoch.
 pub fn new_engine() -> Result<Engine> {
@@ -70,17 +109,23 @@ pub fn new_baseline_engine(optimizing: &Engine) -> Result<Engine> {
 
 /// The engine configuration moat runs plugins with (benchmarks start from it too).
 pub fn config() -> Config {
+    config_with(pool_limits())
+}
+
+/// [`config`], with a pool of `limits`.
+pub fn config_with(limits: PoolLimits) -> Config {
     let mut pool = PoolingAllocationConfig::new();
     pool.total_component_instances(MAX_LIVE_INSTANCES)
-        .total_core_instances(MAX_LIVE_INSTANCES * 4)
+        // Core instances are only counted: room for every live instance to be a big one.
+        .total_core_instances(MAX_LIVE_INSTANCES.saturating_mul(limits.core_instances))
+        // Memories and tables reserve address space per slot: most instances have one or two.
         .total_memories(MAX_LIVE_INSTANCES * 2)
         .total_tables(MAX_LIVE_INSTANCES * 4)
         .total_stacks(MAX_LIVE_INSTANCES)
         .max_memory_size(MAX_MEMORY_BYTES)
-        // Rust guests with the WASI adapter linked in run up to a few core instances each.
-        .max_core_instances_per_component(16)
-        .max_memories_per_component(4)
-        .max_tables_per_component(8)
+        .max_core_instances_per_component(limits.core_instances)
+        .max_memories_per_component(limits.memories)
+        .max_tables_per_component(limits.tables)
         // Reset the low memory a call dirties with memset instead of madvise: see KEEP_RESIDENT.
         .linear_memory_keep_resident(KEEP_RESIDENT)
         .table_keep_resident(TABLE_KEEP_RESIDENT)

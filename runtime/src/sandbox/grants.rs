@@ -11,6 +11,7 @@
 //! plugin that renames the directory away and puts a symlink at its path (in a writable grant of
 //! its own or of another plugin) changes nothing for the instances after it.
 
+use std::collections::BTreeMap;
 use std::fs::File;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
@@ -28,6 +29,8 @@ pub struct Grants {
     pub files: Vec<FileGrant>,
     /// Environment variables the guest sees, with their values resolved at load.
     pub env: Vec<(String, String)>,
+    /// Settings the guest reads through `wasi:config/store`, with their values resolved at load.
+    pub config: Arc<BTreeMap<String, String>>,
     /// The hosts it may reach, and the headers moat adds for it (see [`crate::sandbox::network`]).
     pub network: Arc<Network>,
 }
@@ -88,6 +91,20 @@ impl FileGrant {
         })
     }
 
+    /// Hands the guest this directory at `guest`, through the descriptor opened at load: the
+    /// directory that was checked, wherever it is now.
+    fn preopen(&self, wasi: &mut WasiCtxBuilder, guest: &str) -> Result<()> {
+        let perms = if self.writable {
+            FsPerms::ReadWrite
+        } else {
+            FsPerms::ReadOnly
+        };
+        wasi.preopened_dir(fd_path(&self.dir), guest, perms)
+            .map_err(anyhow::Error::from)
+            .with_context(|| format!("opening granted directory {}", self.host.display()))?;
+        Ok(())
+    }
+
     /// The same grant, writable or not.
     pub fn with_writable(&self, writable: bool) -> Self {
         Self {
@@ -109,18 +126,18 @@ fn fd_path(file: &File) -> PathBuf {
 
 impl Grants {
     /// Adds the granted directories and environment to a call's WASI context.
+    ///
+    /// The first directory is also the guest's working directory, so that a tool given a
+    /// relative path finds it there: WASI's `initial-cwd` says so, and since wasi-libc (Rust's
+    /// standard library, CPython, C) ignores it and resolves relative paths against a preopen
+    /// named `.`, the directory is preopened under that name too, with the same permissions.
     pub fn apply(&self, wasi: &mut WasiCtxBuilder) -> Result<()> {
         for file in &self.files {
-            let perms = if file.writable {
-                FsPerms::ReadWrite
-            } else {
-                FsPerms::ReadOnly
-            };
-            // Through the descriptor opened at load: the directory that was checked, wherever
-            // it is now.
-            wasi.preopened_dir(fd_path(&file.dir), &file.guest, perms)
-                .map_err(anyhow::Error::from)
-                .with_context(|| format!("opening granted directory {}", file.host.display()))?;
+            file.preopen(wasi, &file.guest)?;
+        }
+        if let Some(first) = self.files.first() {
+            first.preopen(wasi, ".")?;
+            wasi.initial_cwd(&first.guest);
         }
         wasi.envs(&self.env);
         Ok(())

@@ -2,6 +2,7 @@
 //! `wasi:http` behind moat's network checks, moat's `log`, `progress`, `resources` and `client`
 //! imports, and a bounded capture of its stdout and stderr.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use anyhow::Result;
@@ -179,6 +180,7 @@ pub struct HostState {
     client: Option<Arc<dyn Client>>,
     http: WasiHttpCtx,
     http_hooks: HttpHooks,
+    config: Arc<BTreeMap<String, String>>,
 }
 
 /// The guest's captured stdout and stderr.
@@ -233,6 +235,7 @@ impl HostState {
                 network: grants.network.clone(),
                 denials,
             },
+            config: grants.config.clone(),
         };
         Ok((state, output))
     }
@@ -245,6 +248,11 @@ impl HostState {
     /// Whom the guest's questions go to from now on; `None`: it may ask nobody.
     pub fn set_client(&mut self, client: Option<Arc<dyn Client>>) {
         self.client = client;
+    }
+
+    /// The settings granted to the plugin, for `wasi:config/store`.
+    pub(crate) fn config(&self) -> &BTreeMap<String, String> {
+        &self.config
     }
 
     pub fn limits(&mut self) -> &mut CallLimits {
@@ -487,10 +495,11 @@ fn sampling_content(block: ContentBlock) -> Result<serde_json::Value, String> {
 }
 
 /// Adds everything moat offers to guests: WASI 0.2 with `wasi:http` (whose context grants
-/// nothing by default) and the `moat:plugin` interfaces.
+/// nothing by default), `wasi:config/store` and the `moat:plugin` interfaces.
 pub fn add_to_linker(linker: &mut Linker<HostState>) -> Result<()> {
     wasmtime_wasi::p2::add_to_linker_async(linker)?;
     wasmtime_wasi_http::p2::add_only_http_to_linker_async(linker)?;
+    crate::sandbox::config_store::add_to_linker(linker)?;
     bindings::Imports::add_to_linker::<_, HasSelf<_>>(linker, |state| state)?;
     Ok(())
 }

@@ -38,6 +38,7 @@ use anyhow::{Context, Result, bail};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
+use crate::sandbox::engine::PoolLimits;
 use crate::sandbox::grants::{FileGrant, Grants};
 use crate::sandbox::limits::{Limits, in_bytes};
 use crate::sandbox::network::{HostPattern, Injection, Network, NetworkGrant};
@@ -75,6 +76,61 @@ struct ConfigFile {
     http: Option<service::HttpEntry>,
     /// Traces of tool calls.
     telemetry: Option<service::TelemetryEntry>,
+    /// How big a plugin's component may be. Read when moat starts; a reload keeps the values
+    /// it started with.
+    engine: Option<EngineEntry>,
+}
+
+/// `[engine]`: the parts of the engine's pool one instance of a plugin may take. Raising them
+/// costs no memory: they cap an instance's share of the pool's totals, which grow with them.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct EngineEntry {
+    /// Core module instances one instance of a plugin may hold: Rust components have a few,
+    /// componentize-py's dozens (one per extension library).
+    #[schemars(range(min = 1, max = 10000), extend("default" = PoolLimits::default().core_instances))]
+    max_core_instances_per_plugin: Option<u32>,
+    /// Linear memories one instance of a plugin may have.
+    #[schemars(range(min = 1, max = 100), extend("default" = PoolLimits::default().memories))]
+    max_memories_per_plugin: Option<u32>,
+    /// Tables one instance of a plugin may have.
+    #[schemars(range(min = 1, max = 1000), extend("default" = PoolLimits::default().tables))]
+    max_tables_per_plugin: Option<u32>,
+}
+
+/// The `[engine]` table of `moat.toml`: the engine's pool limits, moat's defaults where unset.
+pub fn read_engine(path: &Path) -> Result<PoolLimits> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let file: ConfigFile =
+        toml::from_str(&text).with_context(|| format!("in {}", path.display()))?;
+    let entry = file.engine.unwrap_or_default();
+    let defaults = PoolLimits::default();
+    let limits = PoolLimits {
+        core_instances: entry
+            .max_core_instances_per_plugin
+            .unwrap_or(defaults.core_instances),
+        memories: entry.max_memories_per_plugin.unwrap_or(defaults.memories),
+        tables: entry.max_tables_per_plugin.unwrap_or(defaults.tables),
+    };
+    let bounds = [
+        (
+            "max_core_instances_per_plugin",
+            limits.core_instances,
+            10000,
+        ),
+        ("max_memories_per_plugin", limits.memories, 100),
+        ("max_tables_per_plugin", limits.tables, 1000),
+    ];
+    for (key, value, most) in bounds {
+        if !(1..=most).contains(&value) {
+            bail!(
+                "in {}: [engine] {key} = {value}: give 1 to {most}",
+                path.display()
+            );
+        }
+    }
+    Ok(limits)
 }
 
 /// `[audit]`: where the audit log goes, and whether it records arguments in full.
@@ -179,6 +235,13 @@ struct PluginEntry {
     #[serde(default)]
     #[schemars(extend("additionalProperties" = { "type": "string", "pattern": EXPANDED_PATTERN }))]
     env: BTreeMap<String, String>,
+    /// Settings the plugin reads through `wasi:config/store`, by key; values expand as `env`'s
+    /// do. Nothing unless listed.
+    ///
+    /// `config = { "api-url" = "https://api.example.org", token = "${secret:API_TOKEN}" }`
+    #[serde(default)]
+    #[schemars(extend("additionalProperties" = { "type": "string", "pattern": EXPANDED_PATTERN }))]
+    config: BTreeMap<String, String>,
     /// Hosts the plugin may reach over HTTP, each `[scheme://]host[:port]`: a name, `*.` and a
     /// name for its subdomains, an IP address (IPv6 in brackets), or `*`; port `*` for any, the
     /// scheme's own port if left out. The host's own networks (loopback, private…) only by IP
@@ -572,6 +635,13 @@ fn grants(entry: &PluginEntry, base: &Path, lookup: &Lookup) -> Result<Grants> {
             .with_context(|| format!("env {name} = \"{value}\""))?;
         vars.push((name.clone(), value));
     }
+    let mut config = BTreeMap::new();
+    for (key, value) in &entry.config {
+        let value = lookup
+            .expand(value)
+            .with_context(|| format!("config {key} = \"{value}\""))?;
+        config.insert(key.clone(), value);
+    }
     let mut network = Network::default();
     for grant in &entry.network {
         let parsed = grant
@@ -589,6 +659,7 @@ fn grants(entry: &PluginEntry, base: &Path, lookup: &Lookup) -> Result<Grants> {
     Ok(Grants {
         files,
         env: vars,
+        config: config.into(),
         network: network.into(),
     })
 }

@@ -29,6 +29,9 @@ pub struct Manifest {
     /// Names of environment variables.
     #[serde(default)]
     pub env: Vec<String>,
+    /// Keys of the settings it reads through `wasi:config/store`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub config: Vec<String>,
     /// Hosts the plugin would reach, as host patterns (`https://api.example.org`, `*.example.org:443`).
     #[serde(default)]
     pub network: Vec<NetworkGrant>,
@@ -51,6 +54,7 @@ impl Manifest {
             .map(|dir| format!("files {} {}", dir.guest, dir.mode.as_str()))
             .collect();
         lines.extend(self.env.iter().map(|name| format!("env {name}")));
+        lines.extend(self.config.iter().map(|key| format!("config {key}")));
         lines.extend(self.network.iter().map(|grant| format!("network {grant}")));
         lines.extend(self.max_memory_mb.map(|mb| format!("max_memory_mb {mb}")));
         lines.extend(self.deadline_ms.map(|ms| format!("deadline_ms {ms}")));

@@ -4,6 +4,7 @@
 //! Nothing here runs a plugin: the output is bytes admitted with their grants.
 
 pub mod cache;
+pub mod embed;
 pub mod lock;
 pub mod manifest;
 pub mod policy;

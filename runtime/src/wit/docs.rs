@@ -87,6 +87,11 @@ impl PluginDocs {
             .flat_map(|&world| self.resolve.worlds[world].exports.iter())
     }
 
+    /// Whether the docs hold the interface a component exports as `export`.
+    pub fn has_interface(&self, export: &str) -> bool {
+        self.interface(export).is_some()
+    }
+
     fn interface(&self, export: &str) -> Option<InterfaceId> {
         // `ns:pkg/name@version` names a package interface; a plain name, an inline world export.
         let Some((_, path)) = export.split_once('/') else {

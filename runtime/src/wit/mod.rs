@@ -13,3 +13,4 @@ pub mod schema;
 pub mod tags;
 pub mod uri_template;
 pub mod values;
+pub mod world;

@@ -28,6 +28,7 @@ mod tasks;
 mod text;
 mod tiers;
 mod time;
+mod toolchains;
 mod trust;
 mod views;
 mod weather;

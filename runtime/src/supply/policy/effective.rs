@@ -197,47 +197,24 @@ pub fn effective(
         }
     }
 
-    for (name, value) in &grants.env {
-        let label = format!("env {name}");
-        if manifest.is_some_and(|m| !m.env.contains(name)) {
-            notes.push(note(
-                label,
-                Fate::Cut,
-                format!("beyond the request: the plugin does not ask for {name}"),
-            ));
-            continue;
-        }
-        if let Some(allowed) = &ceiling.env
-            && !allowed.iter().any(|pattern| glob_match(pattern, name))
-        {
-            notes.push(note(
-                label,
-                Fate::Cut,
-                format!(
-                    "the policy allows only the variables [{}]",
-                    allowed.join(", ")
-                ),
-            ));
-            continue;
-        }
-        notes.push(note(
-            label,
-            Fate::Granted,
-            granted_reason(manifest.is_some()),
-        ));
-        out.env.push((name.clone(), value.clone()));
-    }
-    if let Some(manifest) = manifest {
-        for name in &manifest.env {
-            if !out.env.iter().any(|(n, _)| n == name) {
-                notes.push(note(
-                    format!("env {name}"),
-                    Fate::Missing,
-                    "the plugin asks for it; not granted",
-                ));
-            }
-        }
-    }
+    out.env = narrow_named(
+        "env",
+        grants.env.iter().map(|(k, v)| (k, v)),
+        manifest.map(|m| m.env.as_slice()),
+        ceiling.env.as_deref(),
+        &mut notes,
+    );
+    out.config = Arc::new(
+        narrow_named(
+            "config",
+            grants.config.iter(),
+            manifest.map(|m| m.config.as_slice()),
+            ceiling.config.as_deref(),
+            &mut notes,
+        )
+        .into_iter()
+        .collect(),
+    );
 
     let mut limits = limits.clone();
     limits.max_memory_bytes = narrow_limit(
@@ -270,6 +247,56 @@ pub fn effective(
         ..(*grants.network).clone()
     });
     (limits, out, notes)
+}
+
+/// Named values (environment variables, settings): each granted one the plugin asks for (when
+/// it has a manifest) and the ceiling's patterns allow, and a note for every one missing.
+fn narrow_named<'a>(
+    kind: &str,
+    granted: impl Iterator<Item = (&'a String, &'a String)>,
+    asked: Option<&[String]>,
+    ceiling: Option<&[String]>,
+    notes: &mut Vec<Note>,
+) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = Vec::new();
+    for (name, value) in granted {
+        let label = format!("{kind} {name}");
+        if asked.is_some_and(|asked| !asked.contains(name)) {
+            notes.push(note(
+                label,
+                Fate::Cut,
+                format!("beyond the request: the plugin does not ask for {name}"),
+            ));
+            continue;
+        }
+        if let Some(allowed) = ceiling
+            && !allowed.iter().any(|pattern| glob_match(pattern, name))
+        {
+            let what = if kind == "env" {
+                "variables"
+            } else {
+                "settings"
+            };
+            notes.push(note(
+                label,
+                Fate::Cut,
+                format!("the policy allows only the {what} [{}]", allowed.join(", ")),
+            ));
+            continue;
+        }
+        notes.push(note(label, Fate::Granted, granted_reason(asked.is_some())));
+        out.push((name.clone(), value.clone()));
+    }
+    for name in asked.unwrap_or_default() {
+        if !out.iter().any(|(n, _)| n == name) {
+            notes.push(note(
+                format!("{kind} {name}"),
+                Fate::Missing,
+                "the plugin asks for it; not granted",
+            ));
+        }
+    }
+    out
 }
 
 fn granted_reason(has_manifest: bool) -> &'static str {

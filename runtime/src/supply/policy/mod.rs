@@ -21,6 +21,7 @@
 //! deadline_ms = 10000
 //! directories = [{ path = "/srv/moat", mode = "rw" }]
 //! env = ["LANG", "NOTES_*"]
+//! config = ["api-url"]       # wasi:config/store keys
 //! network = ["*.example.org"]
 //! ```
 //!
@@ -88,6 +89,7 @@ struct CeilingFile {
     deadline_ms: Option<u64>,
     directories: Option<Vec<DirCeiling>>,
     env: Option<Vec<String>>,
+    config: Option<Vec<String>>,
     network: Option<Vec<NetworkGrant>>,
 }
 
@@ -158,6 +160,7 @@ impl CeilingFile {
             deadline: self.deadline_ms.map(Duration::from_millis),
             directories,
             env: self.env,
+            config: self.config,
             network: self.network,
         })
     }
@@ -170,6 +173,8 @@ pub struct Ceiling {
     pub deadline: Option<Duration>,
     pub directories: Option<Vec<DirCeiling>>,
     pub env: Option<Vec<String>>,
+    /// Patterns of the `wasi:config/store` keys a plugin may be given.
+    pub config: Option<Vec<String>>,
     pub network: Option<Vec<NetworkGrant>>,
 }
 
@@ -213,6 +218,9 @@ impl Ceiling {
             // Patterns of one that a pattern of the other covers: never wider than both (two
             // patterns that only overlap, like `A*` and `*B`, allow nothing).
             env: both(&self.env, &other.env, |a, b| {
+                narrower_of_each(a, b, |wide, narrow| glob_match(wide, narrow))
+            }),
+            config: both(&self.config, &other.config, |a, b| {
                 narrower_of_each(a, b, |wide, narrow| glob_match(wide, narrow))
             }),
             network: both(&self.network, &other.network, |a, b| intersect(a, b)),

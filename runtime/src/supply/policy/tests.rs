@@ -153,6 +153,49 @@ fn the_effective_grant_is_request_operator_and_ceiling() {
 }
 
 #[test]
+fn settings_are_cut_to_the_request_and_the_ceiling_like_variables() {
+    let grants = Grants {
+        config: std::sync::Arc::new(
+            [
+                ("api-url", "https://a"),
+                ("region", "eu"),
+                ("token", "t0ken"),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+        ),
+        ..Grants::default()
+    };
+    let manifest = Manifest {
+        config: vec!["api-url".into(), "region".into(), "mode".into()],
+        ..Manifest::default()
+    };
+    let ceiling = Ceiling {
+        config: Some(vec!["api-*".into()]),
+        ..Ceiling::default()
+    };
+    let (_, granted, notes) = effective(Some(&manifest), &Limits::default(), &grants, &ceiling);
+    let keys: Vec<&String> = granted.config.keys().collect();
+    assert_eq!(keys, ["api-url"]);
+    let fate = |grant: &str| notes.iter().find(|n| n.grant == grant).unwrap().clone();
+    assert_eq!(fate("config token").fate, Fate::Cut);
+    assert!(
+        fate("config token")
+            .reason
+            .contains("does not ask for token")
+    );
+    assert_eq!(fate("config region").fate, Fate::Cut);
+    assert!(
+        fate("config region")
+            .reason
+            .contains("policy allows only the settings [api-*]")
+    );
+    assert_eq!(fate("config mode").fate, Fate::Missing);
+    assert!(notes.iter().all(|n| !n.to_string().contains("t0ken")));
+}
+
+#[test]
 fn without_a_manifest_the_operator_grant_stands_within_the_ceiling() {
     let ceiling = Ceiling {
         directories: Some(vec![DirCeiling {
