@@ -1,5 +1,6 @@
 //! The `moat` command line: the arguments, and one module per group of commands.
 
+mod build_plugin;
 mod cache;
 mod call;
 mod doctor;
@@ -12,6 +13,7 @@ mod keys;
 mod lint;
 mod load;
 pub mod logging;
+mod new;
 mod policy;
 mod serve;
 mod supply;
@@ -132,6 +134,23 @@ enum Command {
         config: Option<PathBuf>,
         #[command(flatten)]
         trust: TrustArgs,
+    },
+    /// Make a plugin project in Python, JavaScript or TypeScript: its WIT, its code, a test, and its
+    /// permission manifest in pyproject.toml or package.json; `moat build` makes the component.
+    New {
+        /// The plugin's name: lowercase words joined by `-` (`weather`, `my-notes`).
+        name: String,
+        #[arg(long, value_enum)]
+        lang: new::Lang,
+        /// The new folder to make it in (default: the name).
+        #[arg(long)]
+        dir: Option<PathBuf>,
+    },
+    /// Build the plugin project in DIR with its language's toolchain (componentize-py,
+    /// componentize-js, cargo) into build/WORLD.wasm, with its WIT docs and manifest embedded.
+    Build {
+        #[arg(default_value = ".")]
+        dir: PathBuf,
     },
     /// Give a component built by any toolchain (componentize-js, componentize-py, Go…) the
     /// descriptions of its WIT doc comments and a permission manifest, as the Rust guest SDK's
@@ -419,6 +438,11 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
             let policy = Policy::resolve(trust.policy.as_deref())?;
             lint::run(&plugins, config.as_deref(), strict, json, &policy).await
         }
+        Command::New { name, lang, dir } => {
+            let dir = dir.unwrap_or_else(|| PathBuf::from(&name));
+            new::run(&name, &dir, lang)
+        }
+        Command::Build { dir } => build_plugin::run(&dir),
         Command::Embed {
             component,
             wit,
