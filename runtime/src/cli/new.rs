@@ -18,9 +18,14 @@ pub enum Lang {
 /// Each file of a project: its path (`{{name}}` replaced) and its text.
 fn files(lang: Lang) -> &'static [(&'static str, &'static str)] {
     const WIT: &str = include_str!("templates/plugin.wit");
+    const PLUGIN_WIT: (&str, &str) = (
+        "wit/deps/moat-plugin/plugin.wit",
+        include_str!("../../../wit/plugin.wit"),
+    );
     match lang {
         Lang::Python => &[
             ("wit/{{name}}.wit", WIT),
+            PLUGIN_WIT,
             ("app.py", include_str!("templates/python/app.py")),
             (
                 "pyproject.toml",
@@ -34,6 +39,7 @@ fn files(lang: Lang) -> &'static [(&'static str, &'static str)] {
         ],
         Lang::Javascript => &[
             ("wit/{{name}}.wit", WIT),
+            PLUGIN_WIT,
             ("plugin.js", include_str!("templates/javascript/plugin.js")),
             ("build.mjs", include_str!("templates/javascript/build.mjs")),
             (
@@ -48,11 +54,21 @@ fn files(lang: Lang) -> &'static [(&'static str, &'static str)] {
         ],
         Lang::Typescript => &[
             ("wit/{{name}}.wit", WIT),
+            PLUGIN_WIT,
             ("plugin.ts", include_str!("templates/typescript/plugin.ts")),
             ("build.mjs", include_str!("templates/typescript/build.mjs")),
-            ("package.json", include_str!("templates/typescript/package.json")),
-            ("tsconfig.json", include_str!("templates/typescript/tsconfig.json")),
-            ("plugin.test.js", include_str!("templates/typescript/plugin.test.js")),
+            (
+                "package.json",
+                include_str!("templates/typescript/package.json"),
+            ),
+            (
+                "tsconfig.json",
+                include_str!("templates/typescript/tsconfig.json"),
+            ),
+            (
+                "plugin.test.js",
+                include_str!("templates/typescript/plugin.test.js"),
+            ),
             (".gitignore", include_str!("templates/typescript/gitignore")),
         ],
     }

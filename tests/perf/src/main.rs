@@ -14,12 +14,15 @@
 //! * **P6**, **P7** (`service`): authentication's cost, and quotas keeping callers apart.
 //! * **P8** (`asking`): a 2026-07-28 call that asks the client one question (both rounds:
 //!   `input_required`, then the answered call replaying the guest) against one plain call.
+//! * **P9** (`guests`): the echo plugin built by componentize-js and by componentize-py: cold
+//!   start to the first answer, a warm call against moat's Rust echo, resident memory.
 //!
 //! Prints a markdown table and writes the figures as JSON. Targets are reported, never enforced:
 //! the run fails only when something breaks (a server does not start, an answer is wrong). A
 //! figure that only moat's log can give is reported missing when the log does not give it.
 
 mod asking;
+mod guests;
 mod http;
 mod logwatch;
 mod native;
@@ -84,6 +87,10 @@ struct Cli {
     /// default 60 with --quick, else 120.
     #[arg(long, value_name = "SECONDS")]
     optimized_timeout: Option<u64>,
+    /// Plugins built by other toolchains, each an echo whose tool is `{file stem}_echo`
+    /// (`target/js-plugins/echo_js.wasm,target/py-plugins/echo_py.wasm`), for P9.
+    #[arg(long, value_delimiter = ',')]
+    guests: Vec<PathBuf>,
     /// Run only these measurements (e.g. `--only P1,P3`).
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
@@ -91,6 +98,8 @@ struct Cli {
 
 /// How much of each measurement to do.
 struct Settings {
+    /// The quick mode: P9 keeps Winch's code rather than compile 30 MB with Cranelift ahead.
+    quick: bool,
     stdio_calls: usize,
     http_rounds: usize,
     http_round: Duration,
@@ -110,6 +119,7 @@ impl Settings {
     fn new(quick: bool) -> Self {
         if quick {
             Self {
+                quick,
                 stdio_calls: 300,
                 http_rounds: 1,
                 http_round: Duration::from_millis(700),
@@ -125,6 +135,7 @@ impl Settings {
             }
         } else {
             Self {
+                quick,
                 stdio_calls: 10_000,
                 http_rounds: 3,
                 http_round: Duration::from_secs(3),
@@ -196,6 +207,8 @@ struct Bench {
     notes: Vec<String>,
     /// The plugins in the warm compile cache, by path.
     warmed: HashSet<PathBuf>,
+    /// The other toolchains' echo plugins P9 measures.
+    guests: Vec<PathBuf>,
     /// Whether moat logs when a plugin's optimized code is in use; unknown until a cold start.
     swap_logged: Option<bool>,
 }
@@ -290,6 +303,7 @@ fn run(cli: Cli) -> Result<()> {
         rows: Vec::new(),
         notes: Vec::new(),
         warmed: HashSet::new(),
+        guests: cli.guests,
         swap_logged: None,
     };
     // A failed run keeps its configs and server logs for a look.
@@ -331,7 +345,7 @@ fn run(cli: Cli) -> Result<()> {
 impl Bench {
     fn run_all(&mut self) -> Result<()> {
         // P3 first: it fills the warm compile cache the others start from.
-        let steps: [(&str, &str, Step); 8] = [
+        let steps: [(&str, &str, Step); 9] = [
             ("P3", "start-up", Self::startup),
             ("P1", "stdio round trip", Self::stdio_round_trip),
             ("P2", "HTTP throughput", Self::http_throughput),
@@ -340,6 +354,11 @@ impl Bench {
             ("P6", "authentication cost", Self::auth_throughput),
             ("P7", "quota isolation", Self::quota_isolation),
             ("P8", "a question to the client", Self::asking_round_trip),
+            (
+                "P9",
+                "plugins in JavaScript and Python",
+                Self::guest_languages,
+            ),
         ];
         for (id, name, step) in steps {
             if self.only.is_empty() || self.only.iter().any(|o| o.eq_ignore_ascii_case(id)) {

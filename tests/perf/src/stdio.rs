@@ -64,6 +64,11 @@ impl StdioServer {
         Ok((server, stderr))
     }
 
+    /// The server's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// The MCP handshake: `initialize`, then `notifications/initialized`.
     pub fn initialize(&mut self) -> Result<Value> {
         let result = self.request(
