@@ -80,22 +80,10 @@ pub fn embed(wasm: &[u8], wit: &[u8], manifest: Option<&Manifest>) -> Result<Vec
 /// Where the section whose contents are `range` begins: its id byte, then its size as LEB128.
 fn section_start(wasm: &[u8], id: u8, range: &Range<usize>) -> usize {
     let mut size = Vec::new();
-    leb128_u32((range.end - range.start) as u32, &mut size);
+    range.len().encode(&mut size);
     let start = range.start - size.len() - 1;
     debug_assert_eq!(wasm[start], id);
     start
-}
-
-fn leb128_u32(mut value: u32, out: &mut Vec<u8>) {
-    loop {
-        let byte = (value & 0x7f) as u8;
-        value >>= 7;
-        if value == 0 {
-            out.push(byte);
-            return;
-        }
-        out.push(byte | 0x80);
-    }
 }
 
 /// Encodes the WIT package in the folder `dir` (with its `deps/`), doc comments included.
