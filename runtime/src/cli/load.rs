@@ -16,9 +16,10 @@ use moat::supply::source::{Fetched, Fetcher, Progress, Source};
 
 use super::serve::open_cache;
 
-/// The plugin of `config` named `plugin`, or whose file `plugin` is.
+/// The plugin of `config` named `plugin`, or whose file `plugin` is. It sets this process's
+/// engine limits to the config's `[engine]` too, so that the plugin is loaded as `moat serve`
+/// would load it.
 pub fn configured_source(config: &Path, plugin: &str) -> Result<PluginSource> {
-    // Loaded as `moat serve` loads it: on an engine of the config's [engine] limits.
     moat::sandbox::engine::set_pool_limits(config::read_engine(config)?)?;
     let wanted = Path::new(plugin).canonicalize().ok();
     config::read(config)?

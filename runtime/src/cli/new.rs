@@ -15,61 +15,54 @@ pub enum Lang {
     Typescript,
 }
 
+/// A template file of `lang`'s folder, written as `path` in the project.
+macro_rules! template {
+    ($lang:literal, $file:literal) => {
+        template!($lang, $file, $file)
+    };
+    ($lang:literal, $file:literal, $path:literal) => {
+        (
+            $path,
+            include_str!(concat!("templates/", $lang, "/", $file)),
+        )
+    };
+}
+
 /// Each file of a project: its path (`{{name}}` replaced) and its text.
 fn files(lang: Lang) -> &'static [(&'static str, &'static str)] {
-    const WIT: &str = include_str!("templates/plugin.wit");
+    const WIT: (&str, &str) = ("wit/{{name}}.wit", include_str!("templates/plugin.wit"));
     const PLUGIN_WIT: (&str, &str) = (
         "wit/deps/moat-plugin/plugin.wit",
         include_str!("../../../wit/plugin.wit"),
     );
+    // The templates name theirs `gitignore`: git would apply a `.gitignore` to moat's own tree.
     match lang {
         Lang::Python => &[
-            ("wit/{{name}}.wit", WIT),
+            WIT,
             PLUGIN_WIT,
-            ("app.py", include_str!("templates/python/app.py")),
-            (
-                "pyproject.toml",
-                include_str!("templates/python/pyproject.toml"),
-            ),
-            (
-                "test_plugin.py",
-                include_str!("templates/python/test_plugin.py"),
-            ),
-            (".gitignore", include_str!("templates/python/gitignore")),
+            template!("python", "app.py"),
+            template!("python", "pyproject.toml"),
+            template!("python", "test_plugin.py"),
+            template!("python", "gitignore", ".gitignore"),
         ],
         Lang::Javascript => &[
-            ("wit/{{name}}.wit", WIT),
+            WIT,
             PLUGIN_WIT,
-            ("plugin.js", include_str!("templates/javascript/plugin.js")),
-            ("build.mjs", include_str!("templates/javascript/build.mjs")),
-            (
-                "package.json",
-                include_str!("templates/javascript/package.json"),
-            ),
-            (
-                "plugin.test.js",
-                include_str!("templates/javascript/plugin.test.js"),
-            ),
-            (".gitignore", include_str!("templates/javascript/gitignore")),
+            template!("javascript", "plugin.js"),
+            template!("javascript", "build.mjs"),
+            template!("javascript", "package.json"),
+            template!("javascript", "plugin.test.js"),
+            template!("javascript", "gitignore", ".gitignore"),
         ],
         Lang::Typescript => &[
-            ("wit/{{name}}.wit", WIT),
+            WIT,
             PLUGIN_WIT,
-            ("plugin.ts", include_str!("templates/typescript/plugin.ts")),
-            ("build.mjs", include_str!("templates/typescript/build.mjs")),
-            (
-                "package.json",
-                include_str!("templates/typescript/package.json"),
-            ),
-            (
-                "tsconfig.json",
-                include_str!("templates/typescript/tsconfig.json"),
-            ),
-            (
-                "plugin.test.js",
-                include_str!("templates/typescript/plugin.test.js"),
-            ),
-            (".gitignore", include_str!("templates/typescript/gitignore")),
+            template!("typescript", "plugin.ts"),
+            template!("typescript", "build.mjs"),
+            template!("typescript", "package.json"),
+            template!("typescript", "tsconfig.json"),
+            template!("typescript", "plugin.test.js"),
+            template!("typescript", "gitignore", ".gitignore"),
         ],
     }
 }

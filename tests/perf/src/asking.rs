@@ -10,7 +10,7 @@ use std::time::Instant;
 
 use crate::Bench;
 use crate::report::{Row, Target};
-use crate::stats::{Stats, micros};
+use crate::stats::{interleaved, micros};
 use crate::stdio::StdioServer;
 
 /// What every 2026-07-28 request of P8 carries: a client that can be asked a form.
@@ -43,38 +43,31 @@ impl Bench {
         };
         let answer = json!({"user_name": {"action": "accept", "content": {"name": "Ada"}}});
         let calls = self.settings.stdio_calls / 5;
-        let mut times = [Vec::with_capacity(calls), Vec::with_capacity(calls)];
-        for i in 0..(calls / 10 + calls) {
-            let order = if i % 2 == 0 { [0, 1] } else { [1, 0] };
-            for which in order {
-                let start = Instant::now();
-                if which == 0 {
-                    let asked = call(
-                        &mut moat,
-                        "test_input_required_result_elicitation",
-                        json!({}),
-                    )?;
-                    ensure!(
-                        asked["resultType"] == "input_required",
-                        "no question: {asked}"
-                    );
-                    let state = asked["requestState"].clone();
-                    let extra = json!({"inputResponses": answer, "requestState": state});
-                    let done = call(&mut moat, "test_input_required_result_elicitation", extra)?;
-                    ensure!(
-                        done["content"][0]["text"] == "Hello, Ada!",
-                        "the answered call said {done}"
-                    );
-                } else {
-                    let plain = call(&mut moat, "test_simple_text", json!({}))?;
-                    ensure!(plain["content"][0]["type"] == "text", "{plain}");
-                }
-                if i >= calls / 10 {
-                    times[which].push(start.elapsed());
-                }
+        let [asked, plain] = interleaved(calls, |which| {
+            let start = Instant::now();
+            if which == 0 {
+                let asked = call(
+                    &mut moat,
+                    "test_input_required_result_elicitation",
+                    json!({}),
+                )?;
+                ensure!(
+                    asked["resultType"] == "input_required",
+                    "no question: {asked}"
+                );
+                let state = asked["requestState"].clone();
+                let extra = json!({"inputResponses": answer, "requestState": state});
+                let done = call(&mut moat, "test_input_required_result_elicitation", extra)?;
+                ensure!(
+                    done["content"][0]["text"] == "Hello, Ada!",
+                    "the answered call said {done}"
+                );
+            } else {
+                let plain = call(&mut moat, "test_simple_text", json!({}))?;
+                ensure!(plain["content"][0]["type"] == "text", "{plain}");
             }
-        }
-        let [asked, plain] = times.map(|t| Stats::of(t).expect("calls were made"));
+            Ok(start.elapsed())
+        })?;
         self.rows.push(Row {
             id: "P8",
             what: format!(

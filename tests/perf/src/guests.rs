@@ -10,7 +10,7 @@ use serde_json::json;
 
 use crate::procfs::{memory, mib};
 use crate::report::{Row, Target};
-use crate::stats::{Stats, micros, millis};
+use crate::stats::{interleaved, micros, millis};
 use crate::stdio::StdioServer;
 use crate::{Bench, MESSAGE, check_echo};
 
@@ -104,25 +104,18 @@ impl Bench {
         rust.initialize()?;
         let calls = self.settings.stdio_calls;
         let tool = format!("{name}_echo");
-        let mut times = [Vec::with_capacity(calls), Vec::with_capacity(calls)];
-        for i in 0..(calls / 10 + calls) {
-            let order = if i % 2 == 0 { [0, 1] } else { [1, 0] };
-            for which in order {
-                let (server, tool) = if which == 0 {
-                    (&mut guest, tool.as_str())
-                } else {
-                    (&mut rust, "echo_echo")
-                };
-                let start = Instant::now();
-                let result = server.call_tool(tool, json!({"message": MESSAGE}))?;
-                let time = start.elapsed();
-                check_echo(&result)?;
-                if i >= calls / 10 {
-                    times[which].push(time);
-                }
-            }
-        }
-        let [ours, rusts] = times.map(|t| Stats::of(t).expect("calls were made"));
+        let [ours, rusts] = interleaved(calls, |which| {
+            let (server, tool) = if which == 0 {
+                (&mut guest, tool.as_str())
+            } else {
+                (&mut rust, "echo_echo")
+            };
+            let start = Instant::now();
+            let result = server.call_tool(tool, json!({"message": MESSAGE}))?;
+            let time = start.elapsed();
+            check_echo(&result)?;
+            Ok(time)
+        })?;
         self.rows.push(Row {
             id: "P9",
             what: format!(

@@ -50,7 +50,7 @@ use wasmtime::component::Val;
 use crate::http::{HttpServer, HttpSession, free_addr, load};
 use crate::procfs::{memory, mib, reset_peak};
 use crate::report::{JUDGED, Row, Target, machine, machine_line, table};
-use crate::stats::{Stats, median, micros, millis};
+use crate::stats::{Stats, interleaved, median, micros, millis};
 use crate::stdio::StdioServer;
 
 /// Benchmarks moat against a native MCP server and a bare wasmtime embedding.
@@ -473,22 +473,14 @@ impl Bench {
         let calls = self.settings.stdio_calls;
         let (moat, baselines) = servers.split_first_mut().expect("moat is served");
         for (baseline, theirs) in self.baselines.iter().zip(baselines) {
-            let mut times = [Vec::with_capacity(calls), Vec::with_capacity(calls)];
-            for i in 0..(calls / 10 + calls) {
-                // Alternate who goes first: neither always follows the other's wake-up.
-                let order = if i % 2 == 0 { [0, 1] } else { [1, 0] };
-                for which in order {
-                    let server = if which == 0 { &mut *moat } else { &mut *theirs };
-                    let start = Instant::now();
-                    let result = server.call_tool("echo_echo", json!({"message": MESSAGE}))?;
-                    let time = start.elapsed();
-                    check_echo(&result)?;
-                    if i >= calls / 10 {
-                        times[which].push(time);
-                    }
-                }
-            }
-            let [ours, theirs] = times.map(|t| Stats::of(t).expect("calls were made"));
+            let [ours, theirs] = interleaved(calls, |which| {
+                let server = if which == 0 { &mut *moat } else { &mut *theirs };
+                let start = Instant::now();
+                let result = server.call_tool("echo_echo", json!({"message": MESSAGE}))?;
+                let time = start.elapsed();
+                check_echo(&result)?;
+                Ok(time)
+            })?;
             let [p50, p99] = baseline.round_trip;
             let count = ours.count;
             for (label, ours, theirs, target) in [

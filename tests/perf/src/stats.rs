@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use anyhow::Result;
+
 /// The summary of one series of timings.
 #[derive(Clone, Copy, Debug)]
 pub struct Stats {
@@ -24,6 +26,26 @@ impl Stats {
             count: times.len(),
         })
     }
+}
+
+/// Times two contenders call by call: `calls` rounds of one call each, after a tenth as many
+/// untimed warm-up rounds, who goes first alternating so that neither always follows the other's
+/// wake-up. `call(which)` makes contender `which`'s call (0 or 1) and returns the time it took.
+pub fn interleaved(
+    calls: usize,
+    mut call: impl FnMut(usize) -> Result<Duration>,
+) -> Result<[Stats; 2]> {
+    let mut times = [Vec::with_capacity(calls), Vec::with_capacity(calls)];
+    for i in 0..(calls / 10 + calls) {
+        let order = if i % 2 == 0 { [0, 1] } else { [1, 0] };
+        for which in order {
+            let time = call(which)?;
+            if i >= calls / 10 {
+                times[which].push(time);
+            }
+        }
+    }
+    Ok(times.map(|t| Stats::of(t).expect("calls were made")))
 }
 
 /// The median of a few numbers (start-up times, throughput rounds).
