@@ -14,6 +14,10 @@ moat_guest::generate!("hostile");
 /// Where `stash` leaves its secret for a later call to find (none may).
 static STASHED: std::sync::Mutex<String> = std::sync::Mutex::new(String::new());
 
+/// Pages `stash` and `recall` grow the memory by: 24 MiB, far above what the engine resets by
+/// writing back its lowest bytes and within what it writes back of the pages a call dirtied.
+const FAR_PAGES: usize = 384;
+
 struct Hostile;
 
 /// `"{step}: {error}"`, so the suite sees which step was refused.
@@ -315,11 +319,24 @@ impl Guest for Hostile {
         let n = secret.len().min(on_stack.len());
         on_stack[..n].copy_from_slice(&secret.as_bytes()[..n]);
         black_box(&on_stack);
+        // And in memory the call grew, once every MiB of it.
+        let grown = core::arch::wasm32::memory_grow(0, FAR_PAGES);
+        if grown != usize::MAX {
+            for mib in 0..FAR_PAGES / 16 {
+                let at = grown * 65536 + (mib << 20);
+                for (j, b) in secret.bytes().enumerate() {
+                    // SAFETY: `at + j` lies in the pages just grown, which nothing else uses.
+                    unsafe { std::ptr::write_volatile((at + j) as *mut u8, b) };
+                }
+            }
+        }
         "stashed".into()
     }
 
     fn recall(reversed: String) -> String {
         let needle = reversed.as_bytes();
+        // Grown as far as `stash` grows it, so that the search covers the same addresses.
+        core::arch::wasm32::memory_grow(0, FAR_PAGES);
         let size = core::arch::wasm32::memory_size(0) * 65536;
         // SAFETY: all of linear memory, 0 to its current size, is readable; address 0 is only
         // null to Rust, so it is read through a volatile pointer.
