@@ -46,14 +46,19 @@ pub(crate) fn assert_fits(text: &str, what: &str) {
 
 /// The first ```toml block of README.md after the line that contains `after`.
 fn readme_toml(after: &str) -> String {
+    readme_block(after, "toml")
+}
+
+/// The first ```{lang} block of README.md after the line that contains `after`.
+pub(crate) fn readme_block(after: &str, lang: &str) -> String {
     let readme = std::fs::read_to_string(repo_root().join("README.md")).unwrap();
     let start = readme
         .find(after)
         .unwrap_or_else(|| panic!("README.md no longer says {after:?}"));
     let block = readme[start..]
-        .split_once("```toml\n")
+        .split_once(&format!("```{lang}\n"))
         .and_then(|(_, rest)| rest.split_once("\n```"))
-        .unwrap_or_else(|| panic!("no ```toml block after {after:?} in README.md"));
+        .unwrap_or_else(|| panic!("no ```{lang} block after {after:?} in README.md"));
     block.0.to_string()
 }
 

@@ -245,3 +245,32 @@ fn embedded_docs_and_manifest_reach_the_tools() {
     let error = embed(&core, &wit, None).unwrap_err().to_string();
     assert!(error.contains("core module, not a component"), "{error}");
 }
+
+#[test]
+fn the_readme_greeter_is_described_by_its_doc_comments_alone() {
+    // Every comment before an item is its docs to wit-parser: a remark at the end of the line
+    // before an export would join the tool's description.
+    let dir = TempDir::new("greeter-wit");
+    let wit = dir.join("wit");
+    let deps = wit.join("deps/moat-plugin");
+    std::fs::create_dir_all(&deps).unwrap();
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    std::fs::copy(root.join("wit/plugin.wit"), deps.join("plugin.wit")).unwrap();
+    let greeter = crate::schema::readme_block("In Rust, with the guest SDK", "wit");
+    std::fs::write(wit.join("greeter.wit"), greeter).unwrap();
+    let mut resolve = wit_parser::Resolve::default();
+    let (package, _) = resolve.push_dir(&wit).unwrap();
+    let world = resolve.select_world(&[package], Some("greeter")).unwrap();
+    let greet = resolve.worlds[world]
+        .exports
+        .values()
+        .find_map(|item| match item {
+            wit_parser::WorldItem::Function(f) if f.name == "greet" => Some(f),
+            _ => None,
+        })
+        .expect("the README's greeter exports greet");
+    assert_eq!(
+        greet.docs.contents.as_deref(),
+        Some("Greets someone by name.\n\nname: who to greet.")
+    );
+}
