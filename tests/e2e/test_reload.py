@@ -171,6 +171,25 @@ async def test_a_plugin_folder_is_watched(moat_bin: Path, plugin: Callable[[str]
         assert "chatty_nap" in names and not any(n.startswith("echo_") for n in names)
 
 
+async def test_an_engine_change_waits_for_a_restart(
+    moat_bin: Path, plugin: Callable[[str], Path], tmp_path: Path
+) -> None:
+    config = tmp_path / "moat.toml"
+    write_config(config, {"echo": plugin("echo")}, extra="[engine]\nmax_tables_per_plugin = 32\n")
+    async with serving(moat_bin, ["--config", str(config)], tmp_path, LEGACY) as moat:
+        write_config(config, {"echo": plugin("echo")}, extra="[engine]\nmax_tables_per_plugin = 40\n")
+        await moat.until(lambda: "[engine] changed" in moat.stderr(), "the warning of the new [engine]")
+        assert "max_tables_per_plugin = 32" in moat.stderr()
+        result = await moat.client.call_tool("echo_echo", {"message": "still here"})
+        assert_text_only(result, "still here")
+
+        # Out of bounds: the reload fails and says which key.
+        write_config(config, {"echo": plugin("echo")}, extra="[engine]\nmax_tables_per_plugin = 0\n")
+        await moat.until(lambda: "reload failed" in moat.stderr(), "the reload failure in the log")
+        assert "max_tables_per_plugin" in moat.stderr().split("reload failed", 1)[1]
+        assert await moat.names() == ["echo_echo", "echo_repeat"]
+
+
 async def test_bad_edits_keep_the_tools_already_served(
     moat_bin: Path, plugin: Callable[[str], Path], tmp_path: Path
 ) -> None:

@@ -57,6 +57,18 @@ impl Default for PoolLimits {
     }
 }
 
+impl std::fmt::Display for PoolLimits {
+    /// As `[engine]` in moat.toml writes them.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "max_core_instances_per_plugin = {}, max_memories_per_plugin = {}, \
+             max_tables_per_plugin = {}",
+            self.core_instances, self.memories, self.tables
+        )
+    }
+}
+
 static POOL_LIMITS: OnceLock<PoolLimits> = OnceLock::new();
 
 /// Sets the pool limits of every engine this process builds (`[engine]` in moat.toml); only

@@ -101,6 +101,18 @@ async fn reload(
     catalogue: &Catalogue,
 ) -> Result<Vec<PluginSource>> {
     let (sources, fetched) = served.fetch().await?;
+    if let Some(config) = &served.config {
+        // The pool is made once, when moat starts: a new [engine] waits for a restart.
+        let wanted = crate::serve::config::read_engine(config)?;
+        let running = crate::sandbox::engine::pool_limits();
+        if wanted != running {
+            tracing::warn!(
+                "{}: [engine] changed; it takes effect when moat restarts, and until then \
+                 plugins load with the limits moat started with ({running})",
+                config.display()
+            );
+        }
+    }
     let loader = loader.clone();
     let (sources, outcome) = tokio::task::spawn_blocking(move || {
         let outcome = loader
