@@ -8,11 +8,15 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use serde_json::json;
 
+use crate::http::{HttpServer, free_addr};
 use crate::procfs::{memory, mib};
 use crate::report::{Row, Target};
 use crate::stats::{interleaved, micros, millis};
 use crate::stdio::StdioServer;
 use crate::{Bench, MESSAGE, check_echo};
+
+/// Calls at once in the memory measurement: as many as a plugin runs at once by default.
+const BUSY_CLIENTS: usize = 16;
 
 /// What the issue asks of a JavaScript or Python plugin: its first answer within 1.5 s of a cold
 /// start, a warm call within 0.3 ms.
@@ -36,6 +40,7 @@ impl Bench {
                 .to_string();
             self.cold_guest(&name, &path)?;
             self.warm_guest(&name, &path)?;
+            self.busy_guest(&name, &path)?;
         }
         Ok(())
     }
@@ -138,6 +143,52 @@ impl Bench {
         });
         guest.close(Duration::from_secs(2));
         rust.close(Duration::from_secs(2));
+        Ok(())
+    }
+
+    /// moat's resident memory serving the guest alone over HTTP, idle and under
+    /// [`BUSY_CLIENTS`] concurrent calls (each in its own instance), beside the Rust echo's.
+    fn busy_guest(&mut self, name: &str, path: &Path) -> Result<()> {
+        let echo = self.plugin("echo");
+        let mut figures = Vec::new();
+        for (wasm, cache, tool) in [
+            (
+                path.to_path_buf(),
+                self.work.join(format!("cache-{name}")),
+                format!("{name}_echo"),
+            ),
+            (echo, self.warm_cache(), "echo_echo".to_string()),
+        ] {
+            let wasm = wasm.to_str().context("a non-UTF-8 path")?.to_string();
+            let addr = free_addr()?;
+            let server = HttpServer::spawn(
+                self.moat_command(&["serve", "--http", &addr.to_string(), &wasm], &cache),
+                addr,
+                &self.log(&format!("{name}-busy-{tool}")),
+            )?;
+            figures.push(self.idle_and_peak(&server, &[tool], BUSY_CLIENTS)?);
+        }
+        let [(guest_idle, guest_peak), (rust_idle, rust_peak)] = figures[..] else {
+            unreachable!("two servers were measured")
+        };
+        self.rows.push(Row {
+            id: "P9",
+            what: format!("{name}: moat's resident memory serving it alone, idle"),
+            unit: "MiB",
+            moat: Some(mib(guest_idle)),
+            baseline: Some(("moat, Rust echo", mib(rust_idle))),
+            target: Target::None,
+        });
+        self.rows.push(Row {
+            id: "P9",
+            what: format!(
+                "{name}: resident memory, peak − idle under {BUSY_CLIENTS} concurrent calls"
+            ),
+            unit: "MiB",
+            moat: Some(mib(guest_peak.saturating_sub(guest_idle))),
+            baseline: Some(("moat, Rust echo", mib(rust_peak.saturating_sub(rust_idle)))),
+            target: Target::None,
+        });
         Ok(())
     }
 }

@@ -17,7 +17,7 @@ use hyper_util::rt::TokioIo;
 use serde_json::{Value, json};
 
 use crate::stdio::{PROTOCOL_VERSION, log_tail};
-use crate::{CLIENTS, MESSAGE, check_echo};
+use crate::{MESSAGE, check_echo};
 
 /// The bearer token every session sends: moat serving HTTP requires one (the native server takes
 /// no notice). [`write_token_file`] puts it where moat reads it.
@@ -239,20 +239,26 @@ pub struct Load {
     pub elapsed: Duration,
 }
 
-/// [`CLIENTS`] sessions calling echo tools (client `i` calls `tools[i % len]`) for `duration`.
-pub async fn load(addr: SocketAddr, tools: &[String], duration: Duration) -> Result<Load> {
-    load_as(addr, TOKEN, tools, duration).await
+/// `clients` sessions calling echo tools (client `i` calls `tools[i % len]`) for `duration`.
+pub async fn load(
+    addr: SocketAddr,
+    clients: usize,
+    tools: &[String],
+    duration: Duration,
+) -> Result<Load> {
+    load_as(addr, TOKEN, clients, tools, duration).await
 }
 
 /// [`load`] with the bearer `token`.
 pub async fn load_as(
     addr: SocketAddr,
     token: &str,
+    clients: usize,
     tools: &[String],
     duration: Duration,
 ) -> Result<Load> {
     let mut sessions = Vec::new();
-    for _ in 0..CLIENTS {
+    for _ in 0..clients {
         let token = token.to_string();
         sessions.push(tokio::spawn(async move {
             HttpSession::open_as(addr, &token).await

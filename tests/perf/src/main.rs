@@ -557,6 +557,7 @@ impl Bench {
                     .block_on(http::load_as(
                         server.addr,
                         token,
+                        CLIENTS,
                         tools,
                         self.settings.http_round,
                     ))
@@ -585,13 +586,14 @@ impl Bench {
             addr,
             &self.log("moat-memory"),
         )?;
-        let (moat_idle, moat_peak) = self.idle_and_peak(&moat, &echo_tools)?;
+        let (moat_idle, moat_peak) = self.idle_and_peak(&moat, &echo_tools, CLIENTS)?;
 
         let addr = free_addr()?;
         let mut native = Command::new(&self.native);
         native.args(["--http", &addr.to_string()]);
         let native = HttpServer::spawn(native, addr, &self.log("native-memory"))?;
-        let (native_idle, native_peak) = self.idle_and_peak(&native, &["echo_echo".to_string()])?;
+        let (native_idle, native_peak) =
+            self.idle_and_peak(&native, &["echo_echo".to_string()], CLIENTS)?;
 
         self.rows.push(Row {
             id: "P4",
@@ -615,8 +617,14 @@ impl Bench {
         Ok(())
     }
 
-    /// A server's resident memory once it has answered a list, and its peak under load.
-    fn idle_and_peak(&self, server: &HttpServer, tools: &[String]) -> Result<(u64, u64)> {
+    /// A server's resident memory once it has answered a list, and its peak under the load of
+    /// `clients` sessions calling `tools`.
+    pub(crate) fn idle_and_peak(
+        &self,
+        server: &HttpServer,
+        tools: &[String],
+        clients: usize,
+    ) -> Result<(u64, u64)> {
         let pid = server.child.id();
         self.runtime.block_on(async {
             let mut session = HttpSession::open(server.addr).await?;
@@ -641,7 +649,7 @@ impl Bench {
             })
         };
         self.runtime
-            .block_on(load(server.addr, tools, self.settings.memory_load))
+            .block_on(load(server.addr, clients, tools, self.settings.memory_load))
             .with_context(|| server.died())?;
         let after = memory(pid)?;
         let _ = sampler.join();
