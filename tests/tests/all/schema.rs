@@ -9,7 +9,7 @@ use moat::sandbox::network::{Injection, NetworkGrant};
 use moat::supply::source::Source;
 use serde_json::{Value, json};
 
-fn repo_root() -> PathBuf {
+pub(crate) fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 

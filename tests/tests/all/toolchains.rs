@@ -254,8 +254,8 @@ fn the_readme_greeter_is_described_by_its_doc_comments_alone() {
     let wit = dir.join("wit");
     let deps = wit.join("deps/moat-plugin");
     std::fs::create_dir_all(&deps).unwrap();
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    std::fs::copy(root.join("wit/plugin.wit"), deps.join("plugin.wit")).unwrap();
+    let plugin_wit = crate::schema::repo_root().join("wit/plugin.wit");
+    std::fs::copy(plugin_wit, deps.join("plugin.wit")).unwrap();
     let greeter = crate::schema::readme_block("In Rust, with the guest SDK", "wit");
     std::fs::write(wit.join("greeter.wit"), greeter).unwrap();
     let mut resolve = wit_parser::Resolve::default();
