@@ -1,9 +1,11 @@
-"""A plugin author's path in Python, JavaScript and TypeScript: `moat new`, `moat build`
-(componentize-py, or esbuild and componentize-js, then the WIT docs and manifest embedded), the
+"""A plugin author's path in Rust, Python, JavaScript and TypeScript: `moat new`, `moat build`
+(cargo, componentize-py, or esbuild and componentize-js, then the WIT docs and manifest embedded), the
 project's own test, and the tool served to the Python `mcp` client with its description from the
 WIT doc comments.
 
 Environment:
+  cargo with the wasm32-wasip2 target (`./dev test` adds it); the Rust project's crates come from
+  crates.io
   componentize-py on PATH or in the virtualenv beside this Python (tests/e2e/requirements.txt)
   npm and node on PATH; the JavaScript project's packages come from the npm registry (or its
   cache, which `./dev test` filled for tests/js)
@@ -11,16 +13,20 @@ Environment:
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
+from mcp.types import LOG_LEVEL_META_KEY
+from support import MODERN
 
 # The toolchains: componentize-py from this Python's virtualenv, node and npm from PATH.
 TOOL_PATH = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
@@ -42,15 +48,19 @@ async def served_greet(moat_bin: Path, component: Path, tool: str) -> tuple[str 
         return tools[tool].description, result.content[0].text
 
 
-@pytest.mark.parametrize("lang", ["python", "javascript", "typescript"])
+MANIFESTS = {"rust": "Cargo.toml", "python": "pyproject.toml", "javascript": "package.json", "typescript": "package.json"}
+TESTS = {"rust": ["cargo", "test", "-q"], "python": [sys.executable, "-m", "unittest", "-q"]}
+
+
+@pytest.mark.parametrize("lang", MANIFESTS)
 async def test_new_build_test_and_serve(moat_bin: Path, tmp_path: Path, lang: str) -> None:
     moat = moat_bin.resolve()
     started = time.monotonic()
     run(moat, "new", "hello-tools", "--lang", lang, cwd=tmp_path, moat_bin=moat)
     project = tmp_path / "hello-tools"
-    manifest = project / ("pyproject.toml" if lang == "python" else "package.json")
+    manifest = project / MANIFESTS[lang]
     assert manifest.is_file() and (project / "wit/hello-tools.wit").is_file()
-    if lang != "python":
+    if MANIFESTS[lang] == "package.json":
         run("npm", "install", "--prefer-offline", "--no-audit", "--no-fund", cwd=project, moat_bin=moat)
     if lang == "typescript":
         run("npm", "run", "check", cwd=project, moat_bin=moat)
@@ -59,8 +69,7 @@ async def test_new_build_test_and_serve(moat_bin: Path, tmp_path: Path, lang: st
     component = project / "build/hello-tools.wasm"
 
     # The project's own test calls the component through moat.
-    test = [sys.executable, "-m", "unittest", "-q"] if lang == "python" else ["npm", "test"]
-    run(*test, cwd=project, moat_bin=moat)
+    run(*TESTS.get(lang, ["npm", "test"]), cwd=project, moat_bin=moat)
 
     description, answer = await served_greet(moat, component, "hello_tools_greet")
     assert answer == "Hello, moat!"
@@ -82,4 +91,83 @@ def test_new_refuses_a_bad_name_and_an_existing_folder(moat_bin: Path, tmp_path:
 def test_build_outside_a_project_says_what_it_looks_for(moat_bin: Path, tmp_path: Path) -> None:
     done = subprocess.run([str(moat_bin), "build", str(tmp_path)], capture_output=True, text=True)
     assert done.returncode != 0
-    assert "no pyproject.toml, package.json or Cargo.toml" in done.stderr
+    assert "no Cargo.toml, pyproject.toml or package.json" in done.stderr
+
+
+SDK_WIT = """package local:sdk-tour@0.1.0;
+
+/// What the Python guest SDK makes.
+world sdk-tour {
+    import moat:plugin/log@0.1.0;
+    import moat:plugin/progress@0.1.0;
+    use moat:plugin/content@0.1.0.{content-block};
+
+    /// Logs, reports progress and returns one block of each kind.
+    export tour: func() -> list<content-block>;
+}
+"""
+
+SDK_APP = '''
+import logging
+
+import moat_plugin
+import wit_world
+
+log = moat_plugin.logger("tour")
+
+
+class WitWorld(wit_world.WitWorld):
+    def tour(self):
+        log.debug("starting")
+        log.warning("half a %s", "warning")
+        logging.getLogger("elsewhere").error("not through moat")
+        moat_plugin.progress(1, 2, "one")
+        moat_plugin.progress(2, 2)
+        return [
+            moat_plugin.text("hello"),
+            moat_plugin.image(b"\\x89PNG", "image/png"),
+            moat_plugin.audio(b"RIFF", "audio/wav"),
+            moat_plugin.link("file:///a.txt", "a", description="the a file"),
+            moat_plugin.resource("mem://note", "a note", "text/plain"),
+            moat_plugin.resource("mem://raw", b"\\x00\\x01"),
+        ]
+'''
+
+
+async def test_the_python_sdk_logs_reports_progress_and_makes_content(moat_bin: Path, tmp_path: Path) -> None:
+    moat = moat_bin.resolve()
+    run(moat, "new", "sdk-tour", "--lang", "python", cwd=tmp_path, moat_bin=moat)
+    project = tmp_path / "sdk-tour"
+    (project / "wit/sdk-tour.wit").write_text(SDK_WIT)
+    (project / "app.py").write_text(SDK_APP)
+    run(moat, "build", cwd=project, moat_bin=moat)
+
+    logs: list[tuple[str, str]] = []
+    reports: list[tuple[float, float | None, str | None]] = []
+
+    async def on_log(params: Any) -> None:
+        logs.append((params.level, params.data))
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        reports.append((progress, total, message))
+
+    params = StdioServerParameters(command=str(moat), args=["serve", str(project / "build/sdk-tour.wasm")])
+    async with Client(stdio_client(params), mode=MODERN, logging_callback=on_log, read_timeout_seconds=120) as client:
+        meta = {LOG_LEVEL_META_KEY: "debug"}
+        result = await client.call_tool("sdk_tour_tour", {}, progress_callback=on_progress, meta=meta)
+        for _ in range(50):  # the callbacks may run a moment after the result
+            if len(logs) >= 2:
+                break
+            await asyncio.sleep(0.1)
+    blocks = [block.model_dump(mode="json", by_alias=True, exclude_none=True) for block in result.content]
+    assert blocks == [
+        {"type": "text", "text": "hello"},
+        {"type": "image", "data": "iVBORw==", "mimeType": "image/png"},
+        {"type": "audio", "data": "UklGRg==", "mimeType": "audio/wav"},
+        {"type": "resource_link", "uri": "file:///a.txt", "name": "a", "description": "the a file"},
+        {"type": "resource", "resource": {"uri": "mem://note", "mimeType": "text/plain", "text": "a note"}},
+        {"type": "resource", "resource": {"uri": "mem://raw", "blob": "AAE="}},
+    ], blocks
+    # Only the SDK's logger goes to the client; another one stays in the guest's stderr.
+    assert logs == [("debug", "starting"), ("warning", "half a warning")], logs
+    assert reports == [(1, 2, "one"), (2, 2, None)]

@@ -1,67 +1,148 @@
 //! `moat build`: a plugin project made into a component by its language's own toolchain, then
-//! given its WIT docs and permission manifest (see [`super::embed`]): componentize-py for a
-//! `pyproject.toml`, componentize-js (after esbuild, for TypeScript) for a `package.json`, cargo for a `Cargo.toml` (whose guest
-//! SDK embeds them itself).
+//! given its WIT docs and permission manifest (see [`super::embed`]): cargo for a `Cargo.toml`,
+//! componentize-py for a `pyproject.toml`, componentize-js (after esbuild, for TypeScript) for a
+//! `package.json`. A Rust plugin built with the guest SDK carries them already and is left as
+//! cargo wrote it.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitCode};
+use std::process::{Command, ExitCode, Stdio};
 
 use anyhow::{Context, Result, bail};
+use moat::wit::docs::PluginDocs;
+
+/// `moat_plugin`, the Python guest SDK: moat's interfaces in Python's shape.
+const PYTHON_SDK: &str = include_str!("../../../guest-sdk/python/moat_plugin.py");
 
 /// Builds the project in `dir`.
 pub fn run(dir: &Path) -> Result<ExitCode> {
-    let has = |file: &str| dir.join(file).is_file();
-    if has("Cargo.toml") {
-        let mut cargo = Command::new("cargo");
-        cargo.args(["build", "--release", "--target", "wasm32-wasip2"]);
-        toolchain(
-            cargo.current_dir(dir),
-            "cargo (rustup target add wasm32-wasip2)",
-        )?;
-        eprintln!("moat: built under target/wasm32-wasip2/release/");
-        return Ok(ExitCode::SUCCESS);
-    }
-    if !has("pyproject.toml") && !has("package.json") {
+    let Some(manifest) = ["Cargo.toml", "pyproject.toml", "package.json"]
+        .into_iter()
+        .find(|file| dir.join(file).is_file())
+    else {
         bail!(
-            "{} holds no pyproject.toml, package.json or Cargo.toml: no plugin project (`moat new` \
-             makes one)",
+            "{} holds no Cargo.toml, pyproject.toml or package.json: no plugin project (`moat \
+             new` makes one)",
             dir.display()
         );
+    };
+    refresh_moat_wit(dir)?;
+    let built = (manifest == "Cargo.toml")
+        .then(|| cargo_build(dir))
+        .transpose()?;
+    if let Some(built) = &built {
+        let wasm = std::fs::read(built).with_context(|| format!("reading {}", built.display()))?;
+        if PluginDocs::from_component(&wasm)?.is_some() {
+            eprintln!(
+                "moat: built {}, its docs embedded by the guest SDK",
+                built.display()
+            );
+            return Ok(ExitCode::SUCCESS);
+        }
     }
     let world = world_name(&dir.join("wit"))?;
+    // Relative to `dir`, where the toolchains run.
     let out = PathBuf::from("build").join(format!("{world}.wasm"));
-    let manifest = if has("pyproject.toml") {
-        let mut py = Command::new("componentize-py");
-        py.args(["-d", "wit", "-w", &world, "componentize", "app", "-o"])
-            .arg(&out);
-        toolchain(
-            py.current_dir(dir),
-            "componentize-py (pip install componentize-py==0.25.1)",
-        )?;
-        "pyproject.toml"
-    } else {
-        if !dir.join("node_modules").is_dir() {
-            bail!(
-                "{} has no node_modules: run `npm install` there first",
-                dir.display()
-            );
+    match manifest {
+        "Cargo.toml" => {}
+        "pyproject.toml" => {
+            // The Python guest SDK, of this moat's version, beside the app (not in it).
+            let sdk = Path::new("build").join("python");
+            std::fs::create_dir_all(dir.join(&sdk))?;
+            std::fs::write(dir.join(&sdk).join("moat_plugin.py"), PYTHON_SDK)?;
+            let mut py = Command::new("componentize-py");
+            py.args(["-d", "wit", "-w", &world, "componentize", "-p", ".", "-p"])
+                .arg(&sdk)
+                .args(["app", "-o"])
+                .arg(&out);
+            toolchain(
+                py.current_dir(dir),
+                "componentize-py (pip install componentize-py==0.25.1)",
+            )?;
         }
-        let mut node = Command::new("node");
-        node.arg("build.mjs").arg(&out).arg(&world);
-        toolchain(node.current_dir(dir), "node")?;
-        "package.json"
-    };
+        _ => {
+            if !dir.join("node_modules").is_dir() {
+                bail!(
+                    "{} has no node_modules: run `npm install` there first",
+                    dir.display()
+                );
+            }
+            let mut node = Command::new("node");
+            node.arg("build.mjs").arg(&out).arg(&world);
+            toolchain(node.current_dir(dir), "node")?;
+        }
+    }
     let out = dir.join(out);
+    std::fs::create_dir_all(dir.join("build"))?;
     // The manifest file may hold no `moat` table: then the component carries none.
     let manifest = dir.join(manifest);
     let manifest = moat::supply::embed::read_manifest(&manifest)?.map(|_| manifest.as_path());
-    super::embed::run(&out, &dir.join("wit"), manifest, None)?;
+    let component = built.as_deref().unwrap_or(&out);
+    super::embed::run(component, &dir.join("wit"), manifest, Some(&out))?;
     eprintln!(
         "moat: built {}; try `moat inspect {}`",
         out.display(),
         out.display()
     );
     Ok(ExitCode::SUCCESS)
+}
+
+/// Gives the project's WIT the `moat:plugin` package of this moat, which its world may import.
+fn refresh_moat_wit(dir: &Path) -> Result<()> {
+    let path = dir.join(super::new::MOAT_WIT_PATH);
+    if !dir.join("wit").is_dir()
+        || std::fs::read_to_string(&path).is_ok_and(|t| t == super::new::MOAT_WIT)
+    {
+        return Ok(());
+    }
+    std::fs::create_dir_all(path.parent().expect("a folder"))?;
+    std::fs::write(&path, super::new::MOAT_WIT)
+        .with_context(|| format!("writing {}", path.display()))
+}
+
+/// Builds the crate in `dir` for `wasm32-wasip2`: the component cargo wrote.
+fn cargo_build(dir: &Path) -> Result<PathBuf> {
+    let output = Command::new("cargo")
+        .args(["build", "--release", "--target", "wasm32-wasip2"])
+        .arg("--message-format=json-render-diagnostics")
+        .current_dir(dir)
+        .stderr(Stdio::inherit())
+        .output()
+        .context("running cargo: install Rust (rustup), then `rustup target add wasm32-wasip2`")?;
+    if !output.status.success() {
+        bail!(
+            "cargo failed ({}); without the target, `rustup target add wasm32-wasip2` adds it",
+            output.status
+        );
+    }
+    // cargo's messages, a JSON object a line: the files of each built library.
+    let components: Vec<PathBuf> = output
+        .stdout
+        .split(|&byte| byte == b'\n')
+        .filter_map(|line| serde_json::from_slice::<serde_json::Value>(line).ok())
+        .filter(|message| {
+            message["reason"] == "compiler-artifact"
+                && message["target"]["kind"]
+                    .as_array()
+                    .is_some_and(|kinds| kinds.iter().any(|kind| kind == "cdylib"))
+        })
+        .flat_map(|message| message["filenames"].as_array().cloned().unwrap_or_default())
+        .filter_map(|file| {
+            file.as_str()
+                .filter(|f| f.ends_with(".wasm"))
+                .map(PathBuf::from)
+        })
+        .collect();
+    match components.as_slice() {
+        [component] => Ok(component.clone()),
+        [] => bail!(
+            "cargo built no component: the plugin's Cargo.toml needs `[lib] crate-type = \
+             [\"cdylib\"]`"
+        ),
+        many => bail!(
+            "cargo built {} components; run moat build in one plugin's folder",
+            many.len()
+        ),
+    }
 }
 
 /// Runs a toolchain's command, or says what to install.

@@ -135,8 +135,9 @@ enum Command {
         #[command(flatten)]
         trust: TrustArgs,
     },
-    /// Make a plugin project in Python, JavaScript or TypeScript: its WIT, its code, a test, and its
-    /// permission manifest in pyproject.toml or package.json; `moat build` makes the component.
+    /// Make a plugin project in Rust, Python, JavaScript or TypeScript: its WIT, its code, a test,
+    /// and its permission manifest in Cargo.toml, pyproject.toml or package.json; `moat build`
+    /// makes the component.
     New {
         /// The plugin's name: lowercase words joined by `-` (`weather`, `my-notes`).
         name: String,

@@ -1,5 +1,5 @@
-//! `moat new`: a plugin project in Python, JavaScript or TypeScript that `moat build` makes into a
-//! component: its WIT (with the docs tools are described by), its code, a test that calls it
+//! `moat new`: a plugin project in Rust, Python, JavaScript or TypeScript that `moat build` makes
+//! into a component: its WIT (with the docs tools are described by), its code, a test that calls it
 //! through moat, and its permission manifest in the language's own metadata file.
 
 use std::path::Path;
@@ -10,10 +10,15 @@ use anyhow::{Context, Result, bail};
 /// The languages `moat new` makes projects in.
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
 pub enum Lang {
+    Rust,
     Python,
     Javascript,
     Typescript,
 }
+
+/// The `moat:plugin` package, where a project's WIT finds it.
+pub const MOAT_WIT_PATH: &str = "wit/deps/moat-plugin/plugin.wit";
+pub const MOAT_WIT: &str = include_str!("../../../wit/plugin.wit");
 
 /// A template file of `lang`'s folder, written as `path` in the project.
 macro_rules! template {
@@ -31,12 +36,17 @@ macro_rules! template {
 /// Each file of a project: its path (`{{name}}` replaced) and its text.
 fn files(lang: Lang) -> &'static [(&'static str, &'static str)] {
     const WIT: (&str, &str) = ("wit/{{name}}.wit", include_str!("templates/plugin.wit"));
-    const PLUGIN_WIT: (&str, &str) = (
-        "wit/deps/moat-plugin/plugin.wit",
-        include_str!("../../../wit/plugin.wit"),
-    );
+    const PLUGIN_WIT: (&str, &str) = (MOAT_WIT_PATH, MOAT_WIT);
     // The templates name theirs `gitignore`: git would apply a `.gitignore` to moat's own tree.
     match lang {
+        Lang::Rust => &[
+            WIT,
+            PLUGIN_WIT,
+            template!("rust", "lib.rs", "src/lib.rs"),
+            template!("rust", "served.rs", "tests/served.rs"),
+            template!("rust", "Cargo.toml"),
+            template!("rust", "gitignore", ".gitignore"),
+        ],
         Lang::Python => &[
             WIT,
             PLUGIN_WIT,
@@ -94,6 +104,7 @@ pub fn run(name: &str, dir: &Path, lang: Lang) -> Result<ExitCode> {
             .with_context(|| format!("writing {}", path.display()))?;
     }
     let first = match lang {
+        Lang::Rust => "`rustup target add wasm32-wasip2` once, then ",
         Lang::Python => "`pip install componentize-py==0.25.1` once, then ",
         Lang::Javascript | Lang::Typescript => "`npm install` once, then ",
     };

@@ -1,5 +1,10 @@
 """The {{name}} plugin: each export of wit/{{name}}.wit is a method of `WitWorld` here, its
-parameters in WIT order (kebab-case names become snake_case). `moat build` makes the component."""
+parameters in WIT order (kebab-case names become snake_case). `moat build` makes the component.
+
+`moat_plugin`, the guest SDK `moat build` puts beside this file, gives moat's interfaces
+Python's shape once the world imports them: `moat_plugin.logger()` sends `logging` records to
+the client (`import moat:plugin/log@0.1.0;`), `moat_plugin.progress(done, total)` reports
+progress, and `moat_plugin.text(…)`, `image(…)`… make content blocks."""
 
 import wit_world
 
