@@ -37,7 +37,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 # The plugins the tests call; anything else in MOAT_PLUGINS is left alone.
-PLUGINS = ["echo", "chatty", "shapes"]
+PLUGINS = ["echo", "chatty", "shapes", "weather", "text"]
 BUILD_HINT = "build them with `cargo test` and `cargo build -p moat`, or run `./dev test`"
 
 
