@@ -19,7 +19,9 @@ fn main() -> ExitCode {
         return ExitCode::from(2);
     }
     let runtime = tokio::runtime::Runtime::new().expect("starting the async runtime");
-    match runtime.block_on(cli::run(cli)) {
+    let outcome = runtime.block_on(cli::run(cli));
+    moat::sandbox::instances::stop_making_ahead();
+    match outcome {
         Ok(code) => code,
         Err(error) => {
             eprintln!("moat: {error:#}");

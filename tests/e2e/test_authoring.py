@@ -152,13 +152,16 @@ async def test_the_python_sdk_logs_reports_progress_and_makes_content(moat_bin: 
         reports.append((progress, total, message))
 
     params = StdioServerParameters(command=str(moat), args=["serve", str(project / "build/sdk-tour.wasm")])
-    async with Client(stdio_client(params), mode=MODERN, logging_callback=on_log, read_timeout_seconds=120) as client:
-        meta = {LOG_LEVEL_META_KEY: "debug"}
-        result = await client.call_tool("sdk_tour_tour", {}, progress_callback=on_progress, meta=meta)
-        for _ in range(50):  # the callbacks may run a moment after the result
-            if len(logs) >= 2:
-                break
-            await asyncio.sleep(0.1)
+    errlog = tmp_path / "moat.stderr"
+    with errlog.open("w") as stderr:
+        client = Client(stdio_client(params, errlog=stderr), mode=MODERN, logging_callback=on_log, read_timeout_seconds=120)
+        async with client:
+            meta = {LOG_LEVEL_META_KEY: "debug"}
+            result = await client.call_tool("sdk_tour_tour", {}, progress_callback=on_progress, meta=meta)
+            for _ in range(50):  # the callbacks may run a moment after the result
+                if len(logs) >= 2:
+                    break
+                await asyncio.sleep(0.1)
     blocks = [block.model_dump(mode="json", by_alias=True, exclude_none=True) for block in result.content]
     assert blocks == [
         {"type": "text", "text": "hello"},
@@ -171,3 +174,5 @@ async def test_the_python_sdk_logs_reports_progress_and_makes_content(moat_bin: 
     # Only the SDK's logger goes to the client; another one stays in the guest's stderr.
     assert logs == [("debug", "starting"), ("warning", "half a warning")], logs
     assert reports == [(1, 2, "one"), (2, 2, None)]
+    # The client left right after its call, while moat was making the next call's instance.
+    assert "panicked" not in errlog.read_text(), errlog.read_text()

@@ -322,6 +322,18 @@ const MAX_BACKLOG: usize = 8;
 /// Replacements handed to the instance thread and not yet done.
 static BACKLOG: AtomicUsize = AtomicUsize::new(0);
 
+/// Held by the instance thread while it makes an instance on the runtime's timers.
+static IN_HAND: Mutex<()> = Mutex::new(());
+/// Set when the runtime is about to go: the instance thread makes no more instances.
+static STOPPED: AtomicBool = AtomicBool::new(false);
+
+/// Stops making instances ahead, and waits for the one in hand (at most [`AHEAD_BUDGET`]):
+/// call it before the async runtime shuts down, whose timers an instance being made needs.
+pub fn stop_making_ahead() {
+    STOPPED.store(true, Ordering::Release);
+    drop(IN_HAND.lock());
+}
+
 /// Hands `job` to the instance thread (started on first use); gives it back when that thread
 /// is [`MAX_BACKLOG`] jobs behind or could not start.
 fn background(job: Replacement) -> Result<(), Replacement> {
@@ -334,7 +346,10 @@ fn background(job: Replacement) -> Result<(), Replacement> {
                 lower_priority();
                 for job in queue {
                     drop(job.used);
-                    job.instances.replenish(&job.runtime);
+                    let _in_hand = IN_HAND.lock();
+                    if !STOPPED.load(Ordering::Acquire) {
+                        job.instances.replenish(&job.runtime);
+                    }
                     BACKLOG.fetch_sub(1, Ordering::AcqRel);
                 }
             });
