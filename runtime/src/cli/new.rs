@@ -44,7 +44,8 @@ fn files(lang: Lang) -> &'static [(&'static str, &'static str)] {
             PLUGIN_WIT,
             template!("rust", "lib.rs", "src/lib.rs"),
             template!("rust", "served.rs", "tests/served.rs"),
-            template!("rust", "Cargo.toml"),
+            // Not named Cargo.toml here: cargo tools would take the template for a crate of moat's.
+            template!("rust", "Cargo.toml.in", "Cargo.toml"),
             template!("rust", "gitignore", ".gitignore"),
         ],
         Lang::Python => &[
