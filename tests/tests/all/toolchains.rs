@@ -256,7 +256,7 @@ fn the_readme_greeter_is_described_by_its_doc_comments_alone() {
     std::fs::create_dir_all(&deps).unwrap();
     let plugin_wit = crate::schema::repo_root().join("wit/plugin.wit");
     std::fs::copy(plugin_wit, deps.join("plugin.wit")).unwrap();
-    let greeter = crate::schema::readme_block("In Rust, with the guest SDK", "wit");
+    let greeter = crate::schema::readme_block("In a Rust crate of its own, the guest SDK", "wit");
     std::fs::write(wit.join("greeter.wit"), greeter).unwrap();
     let mut resolve = wit_parser::Resolve::default();
     let (package, _) = resolve.push_dir(&wit).unwrap();
