@@ -16,10 +16,11 @@
 //!   instances;
 //! - [`wit`]: WIT ⇄ JSON: tool names, schemas, values, results, docs.
 //!
-//! [`parallel`] is a leaf every layer may use.
+//! [`parallel`] and [`memory`] are leaves every layer may use.
 
 pub mod access;
 pub mod mcp;
+pub mod memory;
 pub mod parallel;
 pub mod plugin;
 pub mod sandbox;

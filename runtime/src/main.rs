@@ -6,6 +6,12 @@ use clap::{CommandFactory, FromArgMatches};
 
 mod cli;
 
+/// Compiling plugins is allocation-bound and spread over threads: with mimalloc, 50 plugins are
+/// listed a quarter sooner than with glibc's allocator (README: Performance, P3). Its huge pages
+/// are off (`no_thp`): they made a big component's cold start slower and idle memory larger.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     let matches = cli::Cli::command()
         .version(cli::version::text())

@@ -146,6 +146,8 @@ impl Registry {
             sources.iter().zip(fetched).collect(),
             |(source, fetched)| contained(source, fetched),
         );
+        // The compilers' scratch memory is freed; without this an idle server would keep it.
+        crate::memory::release_freed();
 
         let mut plugins = Vec::new();
         let mut errors = Vec::new();

@@ -218,6 +218,9 @@ fn optimize(
     let mut queue: Vec<Job> = Vec::new();
     loop {
         if queue.is_empty() {
+            // Idle until the next job: the compiling threads' freed memory goes back first.
+            pool.broadcast(|_| crate::memory::release_freed());
+            crate::memory::release_freed();
             match jobs.recv() {
                 Ok(job) => queue.push(job),
                 Err(_) => return,

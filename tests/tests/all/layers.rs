@@ -3,9 +3,9 @@
 
 use std::path::{Path, PathBuf};
 
-/// The layers from the bottom up; `parallel` is a leaf every layer may use.
+/// The layers from the bottom up; `memory` and `parallel` are leaves every layer may use.
 const LAYERS: &[&str] = &[
-    "parallel", "wit", "sandbox", "supply", "plugin", "access", "mcp", "serve",
+    "memory", "parallel", "wit", "sandbox", "supply", "plugin", "access", "mcp", "serve",
 ];
 
 fn runtime_src() -> PathBuf {
