@@ -11,7 +11,8 @@ use std::time::Duration;
 
 use anyhow::Result;
 use wasmtime::{
-    Config, Engine, EngineWeak, InstanceAllocationStrategy, PoolingAllocationConfig, Strategy,
+    Config, Engine, EngineWeak, InstanceAllocationStrategy, OptLevel, PoolingAllocationConfig,
+    Strategy,
 };
 
 /// How often the engine's epoch advances: the granularity of deadlines and of guest yields.
@@ -113,6 +114,10 @@ pub fn new_baseline_engine(optimizing: &Engine) -> Result<Engine> {
     let mut config = config();
     config
         .strategy(Strategy::Winch)
+        // Winch hands the trampolines (host calls, exported entries) to Cranelift: made
+        // unoptimized they cost a cold start less, and run for a call's first and last steps only.
+        .cranelift_opt_level(OptLevel::None)
+        .generate_address_map(false)
         .consume_fuel(optimizing.get_consume_fuel());
     let engine = Engine::new(&config)?;
     start_epoch_ticker(engine.weak());
