@@ -117,8 +117,9 @@ impl Plugin {
     ) -> Result<Vec<Val>, CallError> {
         let limits = &self.limits;
         let _slot = self.take_slot().await?;
+        let alone = self.slots.available_permits() + 1 >= limits.max_concurrent_calls;
         let deadline = Instant::now() + limits.deadline;
-        let (mut store, instance, output, code) = match self.instances.take(deadline).await {
+        let (mut store, instance, output, code) = match self.instances.take(deadline, alone).await {
             Ok(Fresh {
                 store,
                 instance,

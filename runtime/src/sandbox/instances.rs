@@ -38,11 +38,20 @@ use crate::sandbox::limits::{DeadlineExceeded, Limits};
 /// host's own representation of lists (a `Val` per element) while keeping the bound tight.
 const HOSTCALL_FUEL_PER_RESULT_BYTE: usize = 8;
 
-/// Instances of one plugin waiting for its calls. Two, so that a call that comes while the
-/// instance thread is still making the last call's replacement (a client's back-to-back calls,
-/// a burst) takes the other instead of making its own on its path: with one, a third of the
-/// harness's P1 calls made their own, and its round trip went from 29.0 to 24.6 µs with two.
+/// Instances of one plugin waiting for its calls, at most. A plugin has a second once a call of
+/// it, running alone, found none waiting because the instance thread was still making the last
+/// call's replacement: a client calling it back to back outpaces one instance ahead (a third
+/// of the harness's P1 calls made their own; its round trip went from 29.0 to 24.6 µs with
+/// two). Only [`MAX_SECONDS`] plugins have one, since each holds a pool slot's resident memory.
 pub const READY_PER_PLUGIN: usize = 2;
+
+/// Plugins that may have a second instance waiting. Few: they are for the plugins one client
+/// calls back to back; under load from many clients a call runs alone often enough that every
+/// busy plugin would earn one (harness P4, 17 busy plugins: +15 MiB with no such cap).
+pub const MAX_SECONDS: usize = 4;
+
+/// Plugins that have a second instance waiting, or may have.
+static SECONDS: AtomicUsize = AtomicUsize::new(0);
 
 /// Instances waiting for a call, across all plugins: a quarter of the pool at most.
 pub const MAX_READY: usize = crate::sandbox::engine::MAX_LIVE_INSTANCES as usize / 4;
@@ -98,6 +107,10 @@ pub struct Instances {
     ready: Mutex<Vec<Fresh>>,
     /// Whether the instance thread makes this plugin's instances ([`AHEAD_BUDGET`]).
     ahead: AtomicBool,
+    /// Whether the plugin has earned a second instance waiting ([`READY_PER_PLUGIN`]).
+    second: AtomicBool,
+    /// Replacements of this plugin's used instances handed to the instance thread, not yet done.
+    pending: AtomicUsize,
 }
 
 /// How making an instance failed: in its set-up, or in instantiation (a trap, the deadline),
@@ -129,6 +142,8 @@ impl Instances {
             limits,
             ready: Mutex::new(Vec::new()),
             ahead: AtomicBool::new(true),
+            second: AtomicBool::new(false),
+            pending: AtomicUsize::new(0),
         }
     }
 
@@ -154,8 +169,8 @@ impl Instances {
     }
 
     /// An instance for a call that must end by `deadline`: one made ahead if there is one,
-    /// else one made now.
-    pub async fn take(&self, deadline: Instant) -> Result<Fresh, MakeError> {
+    /// else one made now. `alone`: no other call of the plugin is running.
+    pub async fn take(&self, deadline: Instant, alone: bool) -> Result<Fresh, MakeError> {
         let ready = self.ready.lock().expect("instance lock").pop();
         if ready.is_some() {
             READY.fetch_sub(1, Ordering::AcqRel);
@@ -163,6 +178,9 @@ impl Instances {
         let mut fresh = match ready {
             Some(fresh) => fresh,
             None => {
+                if alone && self.pending.load(Ordering::Acquire) > 0 {
+                    self.earn_a_second();
+                }
                 let started = Instant::now();
                 let fresh = self.make(deadline).await?;
                 if started.elapsed() < AHEAD_BUDGET {
@@ -184,23 +202,24 @@ impl Instances {
             used,
             runtime: Handle::current(),
         };
+        self.pending.fetch_add(1, Ordering::AcqRel);
         if let Err(job) = background(job) {
+            self.pending.fetch_sub(1, Ordering::AcqRel);
             drop(job.used);
         }
     }
 
-    /// Makes the next calls' instances until [`READY_PER_PLUGIN`] of the plugin's are waiting,
-    /// or [`MAX_READY`] of all plugins are, or one takes too long to make.
+    /// Makes the next calls' instances while the plugin has room for one more waiting
+    /// ([`READY_PER_PLUGIN`]), unless one takes too long to make.
     fn replenish(&self, runtime: &Handle) {
         while self.ahead.load(Ordering::Relaxed)
-            && self.ready.lock().expect("instance lock").len() < READY_PER_PLUGIN
-            && READY.load(Ordering::Acquire) < MAX_READY
+            && self.room_for_another(self.ready.lock().expect("instance lock").len())
         {
             let deadline = Instant::now() + self.limits.deadline.min(AHEAD_BUDGET);
             match runtime.block_on(self.make(deadline)) {
                 Ok(fresh) => {
                     let mut ready = self.ready.lock().expect("instance lock");
-                    if ready.len() < READY_PER_PLUGIN {
+                    if self.room_for_another(ready.len()) {
                         ready.push(fresh);
                         READY.fetch_add(1, Ordering::AcqRel);
                     }
@@ -215,6 +234,27 @@ impl Instances {
                 }
             }
         }
+    }
+
+    /// Gives the plugin a second waiting instance from now on, unless [`MAX_SECONDS`] plugins
+    /// have theirs.
+    fn earn_a_second(&self) {
+        if self.second.load(Ordering::Relaxed) {
+            return;
+        }
+        let room = SECONDS.fetch_update(Ordering::AcqRel, Ordering::Acquire, |seconds| {
+            (seconds < MAX_SECONDS).then_some(seconds + 1)
+        });
+        if room.is_ok() && self.second.swap(true, Ordering::AcqRel) {
+            SECONDS.fetch_sub(1, Ordering::AcqRel); // another call earned it meanwhile
+        }
+    }
+
+    /// Whether the plugin, with `waiting` instances waiting, may have one more: while fewer
+    /// than [`MAX_READY`] wait in all, a first, and a second if it has earned one.
+    fn room_for_another(&self, waiting: usize) -> bool {
+        READY.load(Ordering::Acquire) < MAX_READY
+            && (waiting == 0 || (waiting < READY_PER_PLUGIN && self.second.load(Ordering::Relaxed)))
     }
 
     /// A new instance, instantiated by `deadline`.
@@ -281,6 +321,9 @@ impl Drop for Instances {
     fn drop(&mut self) {
         if let Ok(ready) = self.ready.get_mut() {
             READY.fetch_sub(ready.len(), Ordering::AcqRel);
+        }
+        if *self.second.get_mut() {
+            SECONDS.fetch_sub(1, Ordering::AcqRel);
         }
     }
 }
@@ -360,6 +403,7 @@ fn background(job: Replacement) -> Result<(), Replacement> {
                         }
                     }
                     drop(job.used);
+                    job.instances.pending.fetch_sub(1, Ordering::AcqRel);
                     BACKLOG.fetch_sub(1, Ordering::AcqRel);
                 }
             });
@@ -467,7 +511,7 @@ mod tests {
     }
 
     async fn fresh(instances: &Instances) -> Fresh {
-        match instances.take(deadline()).await {
+        match instances.take(deadline(), true).await {
             Ok(fresh) => fresh,
             Err(_) => panic!("the empty component did not instantiate"),
         }
@@ -517,16 +561,16 @@ mod tests {
         until("the instance thread to catch up", backlog_done).await;
         assert_eq!(
             plugin.ready.lock().unwrap().len(),
-            READY_PER_PLUGIN,
-            "the instances made ahead"
+            1,
+            "no instance was made ahead"
         );
-        assert_eq!(READY.load(Ordering::Acquire), READY_PER_PLUGIN);
+        assert_eq!(READY.load(Ordering::Acquire), 1);
         // Caught up, it takes work again.
         let used = fresh(&plugin).await.store;
-        assert_eq!(READY.load(Ordering::Acquire), READY_PER_PLUGIN - 1);
+        assert_eq!(READY.load(Ordering::Acquire), 0);
         plugin.replace(used);
         until("the instance thread", backlog_done).await;
-        assert_eq!(READY.load(Ordering::Acquire), READY_PER_PLUGIN);
+        assert_eq!(READY.load(Ordering::Acquire), 1);
         drop(plugin);
         // The instance thread may still hold the plugin a moment after its last job.
         until("the waiting instances to go", || {
@@ -559,17 +603,13 @@ mod tests {
         assert_eq!(waiting(), MAX_READY);
         assert_eq!(READY.load(Ordering::Acquire), MAX_READY);
 
-        // None holds more than its share.
-        assert!(
-            plugins
-                .iter()
-                .all(|p| p.ready.lock().unwrap().len() <= READY_PER_PLUGIN)
-        );
+        // Called once each, none earned a second.
+        assert!(plugins.iter().all(|p| p.ready.lock().unwrap().len() <= 1));
 
         // A call takes a waiting instance, and its replacement takes the room it left.
         let called = plugins
             .iter()
-            .find(|p| !p.ready.lock().unwrap().is_empty())
+            .find(|p| p.ready.lock().unwrap().len() == 1)
             .unwrap();
         let used = fresh(called).await.store;
         assert_eq!(READY.load(Ordering::Acquire), MAX_READY - 1);
@@ -581,6 +621,66 @@ mod tests {
         // The instance thread may still hold the plugin a moment after its last job.
         until("the waiting instances to go", || {
             READY.load(Ordering::Acquire) == 0
+        })
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_plugin_called_alone_faster_than_its_instances_are_made_gets_a_second_instance() {
+        let _serial = SERIAL.lock().await;
+        let engine = crate::sandbox::engine::new_engine().unwrap();
+        let waiting = |p: &Instances| p.ready.lock().unwrap().len();
+        let replaced = async |p: &Arc<Instances>, used| {
+            p.replace(used);
+            until("the instance thread", backlog_done).await;
+        };
+
+        // Calls that find none waiting while the last call's replacement is still being made
+        // (held back here).
+        let misses = async |p: &Arc<Instances>, alone: bool| {
+            p.pending.fetch_add(1, Ordering::AcqRel);
+            let call = p.take(deadline(), alone).await;
+            assert!(call.is_ok(), "the empty component did not instantiate");
+            p.pending.fetch_sub(1, Ordering::AcqRel);
+        };
+        let made_ahead = async |p: &Arc<Instances>| {
+            let used = fresh(p).await.store;
+            replaced(p, used).await;
+            waiting(p)
+        };
+
+        // Side by side with another call of the plugin: a second instance would not keep up
+        // with such calls either.
+        let side_by_side = empty_plugin(&engine, "side_by_side");
+        misses(&side_by_side, false).await;
+        assert_eq!(made_ahead(&side_by_side).await, 1);
+
+        // Alone: its calls outpace one instance ahead, and it gets two from then on.
+        let back_to_back = empty_plugin(&engine, "back_to_back");
+        misses(&back_to_back, true).await;
+        assert_eq!(made_ahead(&back_to_back).await, READY_PER_PLUGIN);
+        assert_eq!(made_ahead(&back_to_back).await, READY_PER_PLUGIN);
+        assert_eq!(READY.load(Ordering::Acquire), 1 + READY_PER_PLUGIN);
+
+        // No more than MAX_SECONDS plugins get one.
+        let more: Vec<_> = (0..MAX_SECONDS)
+            .map(|n| empty_plugin(&engine, &format!("more{n}")))
+            .collect();
+        for plugin in &more {
+            misses(plugin, true).await;
+        }
+        let seconds = more
+            .iter()
+            .filter(|p| p.second.load(Ordering::Relaxed))
+            .count();
+        assert_eq!(seconds, MAX_SECONDS - 1);
+        assert_eq!(SECONDS.load(Ordering::Acquire), MAX_SECONDS);
+        drop(more);
+        assert_eq!(SECONDS.load(Ordering::Acquire), 1);
+
+        drop((side_by_side, back_to_back));
+        until("the waiting instances to go", || {
+            READY.load(Ordering::Acquire) == 0 && SECONDS.load(Ordering::Acquire) == 0
         })
         .await;
     }
@@ -610,7 +710,7 @@ mod tests {
         let second = replenish(&endless).await.unwrap();
         assert!(second < AHEAD_BUDGET, "tried again for {second:?}");
         let call = endless
-            .take(Instant::now() + Duration::from_millis(100))
+            .take(Instant::now() + Duration::from_millis(100), true)
             .await;
         assert!(matches!(call, Err(MakeError::Instantiate { .. })));
         assert!(!endless.ahead.load(Ordering::Relaxed));
@@ -622,7 +722,7 @@ mod tests {
         assert!(quick.ahead.load(Ordering::Relaxed));
         drop(used);
         replenish(&quick).await.unwrap();
-        assert_eq!(quick.ready.lock().unwrap().len(), READY_PER_PLUGIN);
+        assert_eq!(quick.ready.lock().unwrap().len(), 1);
         drop(quick);
         assert_eq!(READY.load(Ordering::Acquire), 0);
     }
