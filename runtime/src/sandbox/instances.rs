@@ -5,13 +5,12 @@
 //! a small plugin itself. Both happen off the call's path: after a call, a thread of its own
 //! makes the instance the next call will take, then drops the used store. That thread runs at
 //! the lowest priority (nice 19), so it fills moments when no call (and no client on the
-//! machine) wants a CPU instead of delaying them. No instance ever
-//! serves two calls, so nothing a call leaves in guest memory reaches another; a plugin that is
-//! never called holds no instance, and one that is holds [`READY_PER_PLUGIN`] at most,
-//! [`MAX_READY`] in all so that waiting instances never take the pool's room from calls. When
-//! that thread falls
-//! behind, calls do the work themselves, so used instances never pile up in the pool either;
-//! and a plugin whose start is slow (or fails) holds it up for [`AHEAD_BUDGET`] once, after
+//! machine) wants a CPU instead of delaying them. No instance ever serves two calls, so nothing
+//! a call leaves in guest memory reaches another; a plugin that is never called holds no
+//! instance, and one that is holds [`READY_PER_PLUGIN`] at most, [`MAX_READY`] in all so that
+//! waiting instances never take the pool's room from calls. When that thread falls behind,
+//! calls do the work themselves, so used instances never pile up in the pool either; and a
+//! plugin whose start is slow (or fails) holds it up for [`AHEAD_BUDGET`] once, after
 //! which its calls make their own instances until one is quick again.
 //!
 //! A plugin's code may be replaced while it serves ([`Instances::upgrade`]: Cranelift's code
