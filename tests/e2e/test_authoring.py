@@ -19,14 +19,16 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
-from mcp.types import LOG_LEVEL_META_KEY
-from support import MODERN
+from mcp.types import LOG_LEVEL_META_KEY, CreateMessageResult, ElicitResult, ListRootsResult, Root, TextContent
+from support import LEGACY, MODERN, MODES, RawServer
+from test_protocol import MODERN_META
 
 # The toolchains: componentize-py from this Python's virtualenv, node and npm from PATH.
 TOOL_PATH = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
@@ -176,3 +178,214 @@ async def test_the_python_sdk_logs_reports_progress_and_makes_content(moat_bin: 
     assert reports == [(1, 2, "one"), (2, 2, None)]
     # The client left right after its call, while moat was making the next call's instance.
     assert "panicked" not in errlog.read_text(), errlog.read_text()
+
+
+ASKER_WIT = """package local:asker@0.1.0;
+
+/// What the Python guest SDK asks the client.
+world asker {
+    import moat:plugin/client@0.1.0;
+    import moat:plugin/tasks@0.1.0;
+    import moat:plugin/resources@0.1.0;
+
+    /// Says what the client can be asked, then asks it a form, a typed form, its model and its
+    /// roots one at a time, and a form and the roots at once.
+    export interview: func(topic: string) -> result<string, string>;
+
+    /// Says whether it goes on as a task.
+    export later: func(label: string) -> string;
+
+    /// Says that the status resource changed.
+    export touch: func();
+
+    export forms;
+    export resources;
+}
+
+/// What the plugin serves as resources.
+interface resources {
+    /// How the plugin is.
+    /// @uri status
+    status: func() -> string;
+}
+
+/// The forms the plugin asks with `elicit_typed` (componentize-py binds only named interfaces).
+interface forms {
+    /// Where to send the report.
+    ///
+    /// email: the address.
+    /// copies: how many copies.
+    contact: func(email: string, copies: option<u32>);
+}
+"""
+
+ASKER_APP = '''
+import json
+
+import moat_plugin
+import wit_world
+from moat_plugin import question
+from wit_world import exports
+
+
+class WitWorld(wit_world.WitWorld):
+    def interview(self, topic):
+        can = sorted(moat_plugin.capabilities())
+        name = moat_plugin.elicit(
+            f"Who asks about {topic}?",
+            {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]},
+        )
+        contact = moat_plugin.elicit_typed("contact", "Where to?")
+        said = moat_plugin.sample(
+            [("user", f"One word on {topic}"), ("assistant", moat_plugin.text("Ready.")), "Go"],
+            system_prompt="Be brief.",
+            max_tokens=20,
+        )
+        roots = moat_plugin.roots()
+        both = moat_plugin.ask(
+            {"again": question.form("Again?", '{"type": "object", "properties": {"yes": {"type": "boolean"}}}')},
+            where=question.roots(),
+        )
+        return json.dumps({"can": can, "name": name, "contact": contact, "said": said, "roots": roots, "both": both})
+
+    def later(self, label):
+        return f"{label}: {'a task' if moat_plugin.detach() else 'at once'}"
+
+    def touch(self):
+        moat_plugin.updated("status")
+
+
+class Resources(exports.Resources):
+    def status(self):
+        return "calm"
+
+
+class Forms(exports.Forms):
+    def contact(self, email, copies):
+        raise NotImplementedError("a form, never called")
+'''
+
+
+@pytest.fixture(scope="module")
+def asker(moat_bin: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The Python plugin above, made with `moat new` and `moat build`."""
+    moat = moat_bin.resolve()
+    folder = tmp_path_factory.mktemp("asker")
+    run(moat, "new", "asker", "--lang", "python", cwd=folder, moat_bin=moat)
+    project = folder / "asker"
+    (project / "wit/asker.wit").write_text(ASKER_WIT)
+    (project / "app.py").write_text(ASKER_APP)
+    run(moat, "build", cwd=project, moat_bin=moat)
+    return project / "build/asker.wasm"
+
+
+class Answers:
+    """The client's side of an interview: what each callback was asked, and its answers."""
+
+    def __init__(self) -> None:
+        self.forms: list[Any] = []
+        self.samplings: list[Any] = []
+
+    async def elicit(self, _context: Any, params: Any) -> ElicitResult:
+        self.forms.append(params)
+        if params.message == "Where to?":
+            return ElicitResult(action="accept", content={"email": "ada@example.org", "copies": 2})
+        if params.message == "Again?":
+            return ElicitResult(action="decline")
+        return ElicitResult(action="accept", content={"name": "Ada"})
+
+    async def sample(self, _context: Any, params: Any) -> CreateMessageResult:
+        self.samplings.append(params)
+        return CreateMessageResult(role="assistant", content=TextContent(type="text", text="Sandboxed."), model="echo-1")
+
+    async def roots(self, _context: Any) -> ListRootsResult:
+        return ListRootsResult(roots=[Root(uri="file:///work", name="work")])
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_the_python_sdk_asks_the_client(moat_bin: Path, asker: Path, tmp_path: Path, mode: str) -> None:
+    answers = Answers()
+    params = StdioServerParameters(command=str(moat_bin), args=["serve", str(asker)])
+    with (tmp_path / "moat.stderr").open("w") as errlog:
+        client = Client(
+            stdio_client(params, errlog=errlog),
+            mode=mode,
+            read_timeout_seconds=120,
+            elicitation_callback=answers.elicit,
+            sampling_callback=answers.sample,
+            list_roots_callback=answers.roots,
+        )
+        async with client:
+            result = await client.call_tool("asker_interview", {"topic": "moats"})
+            later = await client.call_tool("asker_later", {"label": "now"})
+    assert not result.is_error, result
+    said = json.loads(result.content[0].text)
+    assert said["can"] == ["elicitation", "roots", "sampling"]
+    assert said["name"] == {"action": "accept", "content": {"name": "Ada"}}
+    assert said["contact"] == {"action": "accept", "content": {"email": "ada@example.org", "copies": 2}}
+    assert said["said"]["content"] == {"type": "text", "text": "Sandboxed."} and said["said"]["model"] == "echo-1"
+    assert said["roots"] == [{"uri": "file:///work", "name": "work"}]
+    assert said["both"]["again"]["action"] == "decline"
+    assert said["both"]["where"]["roots"] == [{"uri": "file:///work", "name": "work"}]
+
+    # The forms went out as the plugin wrote them; the typed one with the schema moat made.
+    schemas = {form.message: form.requested_schema for form in answers.forms}
+    assert schemas["Who asks about moats?"]["required"] == ["name"]
+    typed = schemas["Where to?"]
+    assert set(typed["properties"]) == {"email", "copies"} and typed["required"] == ["email"]
+    assert typed["properties"]["email"]["description"] == "the address."
+    sampling = answers.samplings[-1]
+    assert sampling.system_prompt == "Be brief." and sampling.max_tokens == 20
+    assert [(m.role, m.content.text) for m in sampling.messages] == [
+        ("user", "One word on moats"),
+        ("assistant", "Ready."),
+        ("user", "Go"),
+    ]
+    # A client that does not follow tasks gets the call's answer at once.
+    assert later.content[0].text == "now: at once"
+
+
+async def test_a_question_the_client_cannot_take_is_the_python_tools_error(moat_bin: Path, asker: Path) -> None:
+    answers = Answers()
+    params = StdioServerParameters(command=str(moat_bin), args=["serve", str(asker)])
+    async with Client(stdio_client(params), mode=LEGACY, read_timeout_seconds=120, elicitation_callback=answers.elicit) as client:
+        result = await client.call_tool("asker_interview", {"topic": "moats"})
+    assert result.is_error
+    assert "sampling" in result.content[0].text, result.content[0].text
+    # The forms before the sampling were asked and answered.
+    assert [form.message for form in answers.forms] == ["Who asks about moats?", "Where to?"]
+
+
+async def test_a_python_tool_says_its_resource_changed(moat_bin: Path, asker: Path) -> None:
+    updates: list[str] = []
+
+    async def on_message(message: Any) -> None:
+        root = getattr(message, "root", message)
+        if getattr(root, "method", None) == "notifications/resources/updated":
+            updates.append(str(root.params.uri))
+
+    params = StdioServerParameters(command=str(moat_bin), args=["serve", str(asker)])
+    async with Client(stdio_client(params), mode=LEGACY, read_timeout_seconds=120, message_handler=on_message) as client:
+        assert (await client.read_resource("asker://status")).contents[0].text == "calm"
+        await client.subscribe_resource("asker://status")
+        await client.call_tool("asker_touch", {})
+        await client.list_tools()  # the notification comes before this answer
+    assert updates == ["asker://status"]
+
+
+def test_a_python_tool_detaches_into_a_task(raw_server: Callable[..., RawServer], asker: Path) -> None:
+    server = raw_server(str(asker))
+    meta = dict(MODERN_META)
+    meta["io.modelcontextprotocol/clientCapabilities"] = {"extensions": {"io.modelcontextprotocol/tasks": {}}}
+    created = server.request("tools/call", {"name": "asker_later", "arguments": {"label": "soon"}, "_meta": meta})
+    task = created["result"]
+    assert task["resultType"] == "task" and task["status"] == "working", task
+    deadline = time.monotonic() + 60
+    while True:
+        state = server.request("tasks/get", {"taskId": task["taskId"], "_meta": meta})["result"]
+        if state["status"] != "working" or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    assert state["status"] == "completed", state
+    # The task ran the tool again, where `detach` said so.
+    assert state["result"]["content"][0]["text"] == "soon: a task", state

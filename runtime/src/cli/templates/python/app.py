@@ -4,7 +4,8 @@ parameters in WIT order (kebab-case names become snake_case). `moat build` makes
 `moat_plugin`, the guest SDK `moat build` puts beside this file, gives moat's interfaces
 Python's shape once the world imports them: `moat_plugin.logger()` sends `logging` records to
 the client (`import moat:plugin/log@0.1.0;`), `moat_plugin.progress(done, total)` reports
-progress, and `moat_plugin.text(…)`, `image(…)`… make content blocks."""
+progress, `moat_plugin.text(…)`, `image(…)`… make content blocks, and `moat_plugin.elicit(…)`,
+`sample(…)` and `roots()` ask the client (`import moat:plugin/client@0.1.0;`)."""
 
 import wit_world
 
