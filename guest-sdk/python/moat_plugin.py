@@ -2,12 +2,12 @@
 
 componentize-py makes raw bindings from what the world imports (`wit_world.imports.log`, …);
 this module wraps them: Python's `logging` sent to the MCP client, progress in one call, content
-blocks made by name, questions for the client (elicitation, sampling, roots) asked in one line,
-resource updates and tasks. Each part needs its interface in the world (`import
-moat:plugin/log@0.1.0;`, `import moat:plugin/progress@0.1.0;`, `use
-moat:plugin/content@0.1.0.{content-block};`, `import moat:plugin/client@0.1.0;`, `import
-moat:plugin/resources@0.1.0;`, `import moat:plugin/tasks@0.1.0;`); used without it, it says which
-line to add.
+blocks and prompt messages made by name, questions for the client (elicitation, sampling, roots)
+asked in one line, resource updates and tasks. Each part needs its interface in the world
+(`import moat:plugin/log@0.1.0;`, `import moat:plugin/progress@0.1.0;`, `use
+moat:plugin/content@0.1.0.{content-block};`, `use moat:plugin/prompt@0.1.0.{message};`, `import
+moat:plugin/client@0.1.0;`, `import moat:plugin/resources@0.1.0;`, `import
+moat:plugin/tasks@0.1.0;`); used without it, it says which line to add.
 
     import moat_plugin
     from moat_plugin import question
@@ -49,6 +49,7 @@ __all__ = [
     "audio",
     "link",
     "resource",
+    "message",
     "capabilities",
     "question",
     "ask",
@@ -156,6 +157,25 @@ def resource(uri: str, body: str | bytes, mime_type: str | None = None) -> Any:
     return content.ContentBlock_Resource(content.EmbeddedResource(uri=uri, mime_type=mime_type, body=contents))
 
 
+def _role(name: str) -> Any:
+    """The WIT role `name` (`user` or `assistant`) of a message."""
+    if name not in ("user", "assistant"):
+        raise ValueError(f"a message's role is `user` or `assistant`, not {name!r}")
+    return _interface("prompt", "use moat:plugin/prompt@0.1.0.{message};").Role[name.upper()]
+
+
+def _block(content: Any) -> Any:
+    """A text block for a string, or the content block given."""
+    return text(content) if isinstance(content, str) else content
+
+
+def message(role: str, content: Any) -> Any:
+    """One message of a prompt, as a function of the exported `prompts` interface returns them:
+    `role` is `user` or `assistant`, `content` a text or a content block."""
+    prompt = _interface("prompt", "use moat:plugin/prompt@0.1.0.{message};")
+    return prompt.Message(role=_role(role), content=_block(content))
+
+
 def _client() -> ModuleType:
     return _interface("client", "import moat:plugin/client@0.1.0;")
 
@@ -202,15 +222,11 @@ class question:
         `(role, content)` pairs, where role is `user` or `assistant` and content a text or a
         content block."""
         client = _client()
-        roles = _interface("prompt", "import moat:plugin/client@0.1.0;").Role
         said = [messages] if isinstance(messages, str) else list(messages)
         turns = []
         for turn in said:
             role, content = ("user", turn) if isinstance(turn, str) else turn
-            if role not in ("user", "assistant"):
-                raise ValueError(f"a sampling message's role is `user` or `assistant`, not {role!r}")
-            block = text(content) if isinstance(content, str) else content
-            turns.append(client.SamplingMessage(role=roles[role.upper()], content=block))
+            turns.append(client.SamplingMessage(role=_role(role), content=_block(content)))
         return client.Question_Sample(client.Sampling(messages=turns, system_prompt=system_prompt, max_tokens=max_tokens))
 
     @staticmethod

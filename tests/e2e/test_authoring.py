@@ -200,6 +200,17 @@ world asker {
 
     export forms;
     export resources;
+    export prompts;
+}
+
+/// What the plugin offers as prompts.
+interface prompts {
+    use moat:plugin/prompt@0.1.0.{message};
+
+    /// Asks for a review of `topic`.
+    ///
+    /// topic: what to review.
+    review: func(topic: string) -> list<message>;
 }
 
 /// What the plugin serves as resources.
@@ -253,6 +264,14 @@ class WitWorld(wit_world.WitWorld):
 
     def touch(self):
         moat_plugin.updated("status")
+
+
+class Prompts(exports.Prompts):
+    def review(self, topic):
+        return [
+            moat_plugin.message("user", f"Review {topic}."),
+            moat_plugin.message("assistant", moat_plugin.link("file:///review.md", "review")),
+        ]
 
 
 class Resources(exports.Resources):
@@ -356,7 +375,7 @@ async def test_a_question_the_client_cannot_take_is_the_python_tools_error(moat_
     assert [form.message for form in answers.forms] == ["Who asks about moats?", "Where to?"]
 
 
-async def test_a_python_tool_says_its_resource_changed(moat_bin: Path, asker: Path) -> None:
+async def test_a_python_plugin_serves_a_prompt_and_a_resource_that_changes(moat_bin: Path, asker: Path) -> None:
     updates: list[str] = []
 
     async def on_message(message: Any) -> None:
@@ -367,6 +386,12 @@ async def test_a_python_tool_says_its_resource_changed(moat_bin: Path, asker: Pa
     params = StdioServerParameters(command=str(moat_bin), args=["serve", str(asker)])
     async with Client(stdio_client(params), mode=LEGACY, read_timeout_seconds=120, message_handler=on_message) as client:
         assert (await client.read_resource("asker://status")).contents[0].text == "calm"
+        prompt = await client.get_prompt("asker_review", {"topic": "moats"})
+        said = [(m.role, m.content.model_dump(mode="json", exclude_none=True)) for m in prompt.messages]
+        assert said == [
+            ("user", {"type": "text", "text": "Review moats."}),
+            ("assistant", {"type": "resource_link", "uri": "file:///review.md", "name": "review"}),
+        ], said
         await client.subscribe_resource("asker://status")
         await client.call_tool("asker_touch", {})
         await client.list_tools()  # the notification comes before this answer
