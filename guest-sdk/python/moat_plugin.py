@@ -187,8 +187,8 @@ def capabilities() -> frozenset[str]:
     return frozenset(flag.name.lower().replace("_", "-") for flag in type(declared) if flag in declared)
 
 
-# A message of a sampling request: a text said by the user, or (role, text or content block).
-Message = Union[str, tuple[str, Any]]
+# One turn of a sampling request: a text said by the user, or (role, text or content block).
+Turn = Union[str, tuple[str, Any]]
 
 
 class question:
@@ -199,8 +199,8 @@ class question:
         """An elicitation form: `schema` is the JSON Schema of the object the user fills in (a
         dict, or its JSON text), with properties of primitive types."""
         client = _client()
-        text = schema if isinstance(schema, str) else json.dumps(schema)
-        return client.Question_Elicit(client.Form(message=message, schema=text))
+        written = schema if isinstance(schema, str) else json.dumps(schema)
+        return client.Question_Elicit(client.Form(message=message, schema=written))
 
     @staticmethod
     def typed_form(name: str, message: str) -> Any:
@@ -217,7 +217,7 @@ class question:
         return client.Question_ElicitUrl(client.Page(message=message, url=url, elicitation_id=elicitation_id))
 
     @staticmethod
-    def sampling(messages: str | Sequence[Message], system_prompt: str | None = None, max_tokens: int = 1000) -> Any:
+    def sampling(messages: str | Sequence[Turn], system_prompt: str | None = None, max_tokens: int = 1000) -> Any:
         """A request for the client's model: one text from the user, or a conversation of
         `(role, content)` pairs, where role is `user` or `assistant` and content a text or a
         content block."""
@@ -269,7 +269,7 @@ def elicit_typed(name: str, message: str) -> dict[str, Any]:
     return _ask_one("elicit", question.typed_form(name, message))
 
 
-def sample(messages: str | Sequence[Message], system_prompt: str | None = None, max_tokens: int = 1000) -> dict[str, Any]:
+def sample(messages: str | Sequence[Turn], system_prompt: str | None = None, max_tokens: int = 1000) -> dict[str, Any]:
     """Asks the client's model and returns its message: `{"role": "assistant", "content":
     {"type": "text", "text": …}, "model": …}`."""
     return _ask_one("sample", question.sampling(messages, system_prompt, max_tokens))
