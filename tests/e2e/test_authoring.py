@@ -1,7 +1,8 @@
 """A plugin author's path in Rust, Python, JavaScript and TypeScript: `moat new`, `moat build`
 (cargo, componentize-py, or esbuild and componentize-js, then the WIT docs and manifest embedded), the
 project's own test, and the tool served to the Python `mcp` client with its description from the
-WIT doc comments.
+WIT doc comments; then what the Python and TypeScript guest SDKs make and ask the client, in both
+protocol eras.
 
 Environment:
   cargo with the wasm32-wasip2 target (`./dev test` adds it); the Rust project's crates come from
@@ -39,6 +40,15 @@ def run(*args: str | Path, cwd: Path, moat_bin: Path) -> subprocess.CompletedPro
     done = subprocess.run([str(a) for a in args], capture_output=True, text=True, timeout=600, cwd=cwd, env=env)
     assert done.returncode == 0, f"{args}: {done.stdout}\n{done.stderr}"
     return done
+
+
+def written(moat: Path, folder: Path, name: str, lang: str, files: dict[str, str]) -> Path:
+    """A `moat new NAME --lang LANG` project in `folder`, with `files` (paths in it) written over."""
+    run(moat, "new", name, "--lang", lang, cwd=folder, moat_bin=moat)
+    project = folder / name
+    for path, text in files.items():
+        (project / path).write_text(text)
+    return project
 
 
 async def served_greet(moat_bin: Path, component: Path, tool: str) -> tuple[str | None, str]:
@@ -138,10 +148,7 @@ class WitWorld(wit_world.WitWorld):
 
 async def test_the_python_sdk_logs_reports_progress_and_makes_content(moat_bin: Path, tmp_path: Path) -> None:
     moat = moat_bin.resolve()
-    run(moat, "new", "sdk-tour", "--lang", "python", cwd=tmp_path, moat_bin=moat)
-    project = tmp_path / "sdk-tour"
-    (project / "wit/sdk-tour.wit").write_text(SDK_WIT)
-    (project / "app.py").write_text(SDK_APP)
+    project = written(moat, tmp_path, "sdk-tour", "python", {"wit/sdk-tour.wit": SDK_WIT, "app.py": SDK_APP})
     run(moat, "build", cwd=project, moat_bin=moat)
 
     logs: list[tuple[str, str]] = []
@@ -180,25 +187,44 @@ async def test_the_python_sdk_logs_reports_progress_and_makes_content(moat_bin: 
     assert "panicked" not in errlog.read_text(), errlog.read_text()
 
 
-ASKER_WIT = """package local:asker@0.1.0;
+# What the Python and TypeScript askers both declare: the interview, and the form it asks for by
+# name (a named interface: componentize-py binds no other).
+INTERVIEW = """
+    /// Says what the client can be asked, then asks it a form, a typed form, its model and its
+    /// roots one at a time, and a form and the roots at once.
+    export interview: func(topic: string) -> result<string, string>;
+
+    export forms;
+"""
+
+FORMS = """
+/// The forms the plugin asks for by name.
+interface forms {
+    /// Where to send the report.
+    ///
+    /// email: the address.
+    /// copies: how many copies.
+    contact: func(email: string, copies: option<u32>);
+}
+"""
+
+ASKER_WIT = (
+    """package local:asker@0.1.0;
 
 /// What the Python guest SDK asks the client.
 world asker {
     import moat:plugin/client@0.1.0;
     import moat:plugin/tasks@0.1.0;
     import moat:plugin/resources@0.1.0;
-
-    /// Says what the client can be asked, then asks it a form, a typed form, its model and its
-    /// roots one at a time, and a form and the roots at once.
-    export interview: func(topic: string) -> result<string, string>;
-
+"""
+    + INTERVIEW
+    + """
     /// Says whether it goes on as a task.
     export later: func(label: string) -> string;
 
     /// Says that the status resource changed.
     export touch: func();
 
-    export forms;
     export resources;
     export prompts;
 }
@@ -219,16 +245,9 @@ interface resources {
     /// @uri status
     status: func() -> string;
 }
-
-/// The forms the plugin asks with `elicit_typed` (componentize-py binds only named interfaces).
-interface forms {
-    /// Where to send the report.
-    ///
-    /// email: the address.
-    /// copies: how many copies.
-    contact: func(email: string, copies: option<u32>);
-}
 """
+    + FORMS
+)
 
 ASKER_APP = '''
 import json
@@ -289,13 +308,73 @@ class Forms(exports.Forms):
 def asker(moat_bin: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The Python plugin above, made with `moat new` and `moat build`."""
     moat = moat_bin.resolve()
-    folder = tmp_path_factory.mktemp("asker")
-    run(moat, "new", "asker", "--lang", "python", cwd=folder, moat_bin=moat)
-    project = folder / "asker"
-    (project / "wit/asker.wit").write_text(ASKER_WIT)
-    (project / "app.py").write_text(ASKER_APP)
+    files = {"wit/asker.wit": ASKER_WIT, "app.py": ASKER_APP}
+    project = written(moat, tmp_path_factory.mktemp("asker"), "asker", "python", files)
     run(moat, "build", cwd=project, moat_bin=moat)
     return project / "build/asker.wasm"
+
+
+TS_ASKER_WIT = (
+    """package local:asker@0.1.0;
+
+/// What the TypeScript guest SDK asks the client.
+world asker {
+    import moat:plugin/client@0.1.0;
+"""
+    + INTERVIEW
+    + "}\n"
+    + FORMS
+)
+
+TS_ASKER_APP = """import { ask, capabilities, elicit, elicitTyped, question, roots, sample } from "./moat/client";
+
+export function interview(topic: string): string {
+    const can = [...capabilities()].sort();
+    const name = elicit(`Who asks about ${topic}?`, {
+        type: "object",
+        properties: { name: { type: "string" } },
+        required: ["name"],
+    });
+    const contact = elicitTyped("contact", "Where to?");
+    const said = sample([["user", `One word on ${topic}`], ["assistant", { tag: "text", val: "Ready." }], "Go"], {
+        systemPrompt: "Be brief.",
+        maxTokens: 20,
+    });
+    const where = roots();
+    const both = ask({
+        again: question.form("Again?", '{"type": "object", "properties": {"yes": {"type": "boolean"}}}'),
+        where: question.roots(),
+    });
+    return JSON.stringify({ can, name, contact, said, roots: where, both });
+}
+
+export const forms = {
+    contact(_email: string, _copies: number | undefined): void {
+        throw "a form, never called";
+    },
+};
+"""
+
+
+@pytest.fixture(scope="module")
+def ts_asker(moat_bin: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The TypeScript plugin above, made with `moat new` (which writes moat/client.ts) and `moat build`."""
+    moat = moat_bin.resolve()
+    files = {
+        "wit/asker.wit": TS_ASKER_WIT,
+        "plugin.ts": TS_ASKER_APP,
+        # As a project made by an older moat would hold it: the build writes this moat's instead.
+        "moat/client.ts": "// an older SDK, which tsc would refuse the plugin's imports from\n",
+    }
+    project = written(moat, tmp_path_factory.mktemp("ts-asker"), "asker", "typescript", files)
+    sdk = project / "moat/client.ts"
+    run("npm", "install", "--prefer-offline", "--no-audit", "--no-fund", cwd=project, moat_bin=moat)
+    run(moat, "build", cwd=project, moat_bin=moat)
+    assert "export function elicit(" in sdk.read_text()
+    return project / "build/asker.wasm"
+
+
+ASKERS = {"python": "asker", "typescript": "ts_asker"}
 
 
 class Answers:
@@ -322,7 +401,11 @@ class Answers:
 
 
 @pytest.mark.parametrize("mode", MODES)
-async def test_the_python_sdk_asks_the_client(moat_bin: Path, asker: Path, tmp_path: Path, mode: str) -> None:
+@pytest.mark.parametrize("lang", ASKERS)
+async def test_the_sdks_ask_the_client(
+    moat_bin: Path, request: pytest.FixtureRequest, tmp_path: Path, lang: str, mode: str
+) -> None:
+    asker = request.getfixturevalue(ASKERS[lang])
     answers = Answers()
     params = StdioServerParameters(command=str(moat_bin), args=["serve", str(asker)])
     with (tmp_path / "moat.stderr").open("w") as errlog:
@@ -336,7 +419,7 @@ async def test_the_python_sdk_asks_the_client(moat_bin: Path, asker: Path, tmp_p
         )
         async with client:
             result = await client.call_tool("asker_interview", {"topic": "moats"})
-            later = await client.call_tool("asker_later", {"label": "now"})
+            later = await client.call_tool("asker_later", {"label": "now"}) if lang == "python" else None
     assert not result.is_error, result
     said = json.loads(result.content[0].text)
     assert said["can"] == ["elicitation", "roots", "sampling"]
@@ -361,16 +444,20 @@ async def test_the_python_sdk_asks_the_client(moat_bin: Path, asker: Path, tmp_p
         ("user", "Go"),
     ]
     # A client that does not follow tasks gets the call's answer at once.
-    assert later.content[0].text == "now: at once"
+    assert later is None or later.content[0].text == "now: at once"
 
 
-async def test_a_question_the_client_cannot_take_is_the_python_tools_error(moat_bin: Path, asker: Path) -> None:
+@pytest.mark.parametrize("lang", ASKERS)
+async def test_a_question_the_client_cannot_take_is_the_tools_error(
+    moat_bin: Path, request: pytest.FixtureRequest, lang: str
+) -> None:
+    asker = request.getfixturevalue(ASKERS[lang])
     answers = Answers()
     params = StdioServerParameters(command=str(moat_bin), args=["serve", str(asker)])
     async with Client(stdio_client(params), mode=LEGACY, read_timeout_seconds=120, elicitation_callback=answers.elicit) as client:
         result = await client.call_tool("asker_interview", {"topic": "moats"})
     assert result.is_error
-    assert "sampling" in result.content[0].text, result.content[0].text
+    assert result.content[0].text == "the client did not declare the `sampling` capability", result.content[0].text
     # The forms before the sampling were asked and answered.
     assert [form.message for form in answers.forms] == ["Who asks about moats?", "Where to?"]
 

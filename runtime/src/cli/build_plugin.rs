@@ -25,7 +25,7 @@ pub fn run(dir: &Path) -> Result<ExitCode> {
             dir.display()
         );
     };
-    refresh_moat_wit(dir)?;
+    refresh_moat_files(dir)?;
     let built = (manifest == "Cargo.toml")
         .then(|| cargo_build(dir))
         .transpose()?;
@@ -86,17 +86,26 @@ pub fn run(dir: &Path) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Gives the project's WIT the `moat:plugin` package of this moat, which its world may import.
-fn refresh_moat_wit(dir: &Path) -> Result<()> {
-    let path = dir.join(super::new::MOAT_WIT_PATH);
-    if !dir.join("wit").is_dir()
-        || std::fs::read_to_string(&path).is_ok_and(|t| t == super::new::MOAT_WIT)
-    {
+/// Gives the project this moat's own files: the `moat:plugin` package its WIT may import, and a
+/// TypeScript project the guest SDK's `moat/client.ts`.
+fn refresh_moat_files(dir: &Path) -> Result<()> {
+    use super::new::{MOAT_WIT, MOAT_WIT_PATH, TS_CLIENT, TS_CLIENT_PATH};
+    if dir.join("wit").is_dir() {
+        refresh(&dir.join(MOAT_WIT_PATH), MOAT_WIT)?;
+    }
+    if dir.join("tsconfig.json").is_file() {
+        refresh(&dir.join(TS_CLIENT_PATH), TS_CLIENT)?;
+    }
+    Ok(())
+}
+
+/// Writes `text` to `path` unless it holds it already.
+fn refresh(path: &Path, text: &str) -> Result<()> {
+    if std::fs::read_to_string(path).is_ok_and(|t| t == text) {
         return Ok(());
     }
     std::fs::create_dir_all(path.parent().expect("a folder"))?;
-    std::fs::write(&path, super::new::MOAT_WIT)
-        .with_context(|| format!("writing {}", path.display()))
+    std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))
 }
 
 /// Builds the crate in `dir` for `wasm32-wasip2`: the component cargo wrote.

@@ -20,6 +20,10 @@ pub enum Lang {
 pub const MOAT_WIT_PATH: &str = "wit/deps/moat-plugin/plugin.wit";
 pub const MOAT_WIT: &str = include_str!("../../../wit/plugin.wit");
 
+/// The TypeScript guest SDK's questions for the client, where a TypeScript project imports them.
+pub const TS_CLIENT_PATH: &str = "moat/client.ts";
+pub const TS_CLIENT: &str = include_str!("../../../guest-sdk/typescript/client.ts");
+
 /// A template file of `lang`'s folder, written as `path` in the project.
 macro_rules! template {
     ($lang:literal, $file:literal) => {
@@ -72,6 +76,7 @@ fn files(lang: Lang) -> &'static [(&'static str, &'static str)] {
             template!("typescript", "build.mjs"),
             template!("typescript", "package.json"),
             template!("typescript", "tsconfig.json"),
+            (TS_CLIENT_PATH, TS_CLIENT),
             template!("typescript", "plugin.test.js"),
             template!("typescript", "gitignore", ".gitignore"),
         ],

@@ -6,6 +6,8 @@
 //
 // What the world imports from moat is a module here, typed too: after
 // `import moat:plugin/log@0.1.0;` in the world, `import { log } from "moat:plugin/log@0.1.0";`.
+// After `import moat:plugin/client@0.1.0;`, moat/client.ts asks the client in one line:
+// `import { elicit, sample, roots } from "./moat/client";`.
 
 export function greet(name: string): string {
     return `Hello, ${name}!`;
