@@ -72,12 +72,13 @@ async def test_new_build_test_and_serve(moat_bin: Path, tmp_path: Path, lang: st
     project = tmp_path / "hello-tools"
     manifest = project / MANIFESTS[lang]
     assert manifest.is_file() and (project / "wit/hello-tools.wit").is_file()
-    if MANIFESTS[lang] == "package.json":
-        run("npm", "install", "--prefer-offline", "--no-audit", "--no-fund", cwd=project, moat_bin=moat)
-    if lang == "typescript":
-        run("npm", "run", "check", cwd=project, moat_bin=moat)
+    # No `npm install` first: `moat build` runs it in a project that has no node_modules.
     built = run(moat, "build", cwd=project, moat_bin=moat)
     assert "carries the docs of 1 of its" in built.stderr and "permission manifest" in built.stderr
+    if MANIFESTS[lang] == "package.json":
+        assert "running `npm install` there" in built.stderr and (project / "node_modules").is_dir()
+    if lang == "typescript":
+        run("npm", "run", "check", cwd=project, moat_bin=moat)
     component = project / "build/hello-tools.wasm"
 
     # The project's own test calls the component through moat.

@@ -61,10 +61,15 @@ pub fn run(dir: &Path) -> Result<ExitCode> {
         }
         _ => {
             if !dir.join("node_modules").is_dir() {
-                bail!(
-                    "{} has no node_modules: run `npm install` there first",
+                // A fresh project's toolchain, as its package.json pins it: one command fewer.
+                eprintln!(
+                    "moat: {} has no node_modules: running `npm install` there",
                     dir.display()
                 );
+                let mut npm = Command::new("npm");
+                npm.args(["install", "--no-audit", "--no-fund"])
+                    .stdout(std::io::stderr());
+                toolchain(npm.current_dir(dir), "Node.js, which comes with npm")?;
             }
             let mut node = Command::new("node");
             node.arg("build.mjs").arg(&out).arg(&world);
