@@ -226,6 +226,9 @@ world asker {
     /// Says that the status resource changed.
     export touch: func();
 
+    /// Asks for the roots twice under one key.
+    export twice: func() -> result<string, string>;
+
     export resources;
     export prompts;
 }
@@ -284,6 +287,11 @@ class WitWorld(wit_world.WitWorld):
 
     def touch(self):
         moat_plugin.updated("status")
+
+    def twice(self):
+        moat_plugin.ask(where=question.roots())
+        moat_plugin.ask(where=question.roots())
+        return "asked twice"
 
 
 class Prompts(exports.Prompts):
@@ -461,6 +469,20 @@ async def test_a_question_the_client_cannot_take_is_the_tools_error(
     assert result.content[0].text == "the client did not declare the `sampling` capability", result.content[0].text
     # The forms before the sampling were asked and answered.
     assert [form.message for form in answers.forms] == ["Who asks about moats?", "Where to?"]
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_key_names_one_question_for_the_whole_call(moat_bin: Path, asker: Path, mode: str) -> None:
+    """A replayed call answers every `ask` from one map: a key asked again would get the first
+    question's answer, so moat refuses it, in both eras."""
+    answers = Answers()
+    params = StdioServerParameters(command=str(moat_bin), args=["serve", str(asker)])
+    async with Client(stdio_client(params), mode=mode, read_timeout_seconds=120, list_roots_callback=answers.roots) as client:
+        result = await client.call_tool("asker_twice", {})
+    assert result.is_error, result
+    assert result.content[0].text == (
+        'question key "where" was asked before in this call: a key names one question for the whole call'
+    ), result.content[0].text
 
 
 async def test_a_python_plugin_serves_a_prompt_and_a_resource_that_changes(moat_bin: Path, asker: Path) -> None:

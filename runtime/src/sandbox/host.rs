@@ -2,7 +2,7 @@
 //! `wasi:http` behind moat's network checks, moat's `log`, `progress`, `resources` and `client`
 //! imports, and a bounded capture of its stdout and stderr.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use anyhow::Result;
@@ -178,6 +178,9 @@ pub struct HostState {
     log: Arc<GuestLog>,
     events: EventSink,
     client: Option<Arc<dyn Client>>,
+    /// The question keys this call asked: a key names one question for the whole call, as a
+    /// replayed 2026-07-28 call answers every `ask` from one map of answers.
+    asked: BTreeSet<String>,
     http: WasiHttpCtx,
     http_hooks: HttpHooks,
     config: Arc<BTreeMap<String, String>>,
@@ -229,6 +232,7 @@ impl HostState {
             log,
             events: None,
             client: None,
+            asked: BTreeSet::new(),
             http: WasiHttpCtx::new(),
             http_hooks: HttpHooks {
                 plugin,
@@ -379,10 +383,11 @@ impl client::Host for HostState {
         let Some(client) = self.client.clone() else {
             return Ok(Err("this request cannot ask the client anything".into()));
         };
-        let questions = match mcp_questions(questions) {
+        let questions = match mcp_questions(questions, &self.asked) {
             Ok(questions) => questions,
             Err(message) => return Ok(Err(message)),
         };
+        self.asked.extend(questions.iter().map(|q| q.key.clone()));
         match client.ask(questions).await {
             Ok(answers) => Ok(Ok(answers
                 .into_iter()
@@ -395,8 +400,12 @@ impl client::Host for HostState {
     }
 }
 
-/// The guest's questions as MCP requests, checked: unique keys, few enough, small enough.
-fn mcp_questions(questions: Vec<(String, client::Question)>) -> Result<Vec<Question>, String> {
+/// The guest's questions as MCP requests, checked: keys unique and not `asked` before in the
+/// call, few enough questions, small enough.
+fn mcp_questions(
+    questions: Vec<(String, client::Question)>,
+    asked: &BTreeSet<String>,
+) -> Result<Vec<Question>, String> {
     if questions.is_empty() || questions.len() > MAX_QUESTIONS {
         return Err(format!(
             "ask between 1 and {MAX_QUESTIONS} questions at once"
@@ -408,6 +417,12 @@ fn mcp_questions(questions: Vec<(String, client::Question)>) -> Result<Vec<Quest
     for (key, question) in questions {
         if key.is_empty() || !seen.insert(key.clone()) {
             return Err(format!("question key \"{key}\" is empty or used twice"));
+        }
+        if asked.contains(&key) {
+            return Err(format!(
+                "question key \"{key}\" was asked before in this call: a key names one \
+                 question for the whole call"
+            ));
         }
         let mut declared_form = None;
         let (method, params) = match question {
@@ -628,9 +643,23 @@ mod tests {
         })
     }
 
+    /// The questions checked as the first `ask` of a call.
+    fn checked(questions: Vec<(String, client::Question)>) -> Result<Vec<Question>, String> {
+        mcp_questions(questions, &BTreeSet::new())
+    }
+
+    #[test]
+    fn a_key_names_one_question_for_the_whole_call() {
+        let asked = BTreeSet::from(["a".to_string()]);
+        let again = mcp_questions(vec![("a".into(), client::Question::Roots)], &asked);
+        assert!(again.unwrap_err().contains("was asked before in this call"));
+        let other = mcp_questions(vec![("b".into(), client::Question::Roots)], &asked);
+        assert_eq!(other.unwrap()[0].key, "b");
+    }
+
     #[test]
     fn a_guest_asks_few_small_uniquely_named_questions() {
-        let ok = mcp_questions(vec![
+        let ok = checked(vec![
             ("a".into(), form("{}")),
             ("b".into(), client::Question::Roots),
         ]);
@@ -639,25 +668,25 @@ mod tests {
         assert_eq!(ok[0].params["requestedSchema"], serde_json::json!({}));
         assert_eq!(ok[1].method, "roots/list");
 
-        let twice = mcp_questions(vec![("a".into(), form("{}")), ("a".into(), form("{}"))]);
+        let twice = checked(vec![("a".into(), form("{}")), ("a".into(), form("{}"))]);
         assert!(twice.unwrap_err().contains("used twice"));
-        let empty_key = mcp_questions(vec![(String::new(), form("{}"))]);
+        let empty_key = checked(vec![(String::new(), form("{}"))]);
         assert!(empty_key.is_err());
-        assert!(mcp_questions(Vec::new()).is_err());
+        assert!(checked(Vec::new()).is_err());
         let many = (0..=MAX_QUESTIONS)
             .map(|i| (i.to_string(), form("{}")))
             .collect();
-        assert!(mcp_questions(many).unwrap_err().contains("between 1 and"));
+        assert!(checked(many).unwrap_err().contains("between 1 and"));
         let huge = format!(
             "{{\"description\": \"{}\"}}",
             "x".repeat(MAX_QUESTION_BYTES)
         );
         assert!(
-            mcp_questions(vec![("a".into(), form(&huge))])
+            checked(vec![("a".into(), form(&huge))])
                 .unwrap_err()
                 .contains("bytes")
         );
-        let not_json = mcp_questions(vec![("a".into(), form("{"))]);
+        let not_json = checked(vec![("a".into(), form("{"))]);
         assert!(not_json.unwrap_err().contains("not JSON"));
         let link = client::Question::Sample(client::Sampling {
             messages: vec![client::SamplingMessage {
@@ -675,7 +704,7 @@ mod tests {
             max_tokens: 1,
         });
         assert!(
-            mcp_questions(vec![("a".into(), link)])
+            checked(vec![("a".into(), link)])
                 .unwrap_err()
                 .contains("sampling message")
         );
