@@ -1,11 +1,15 @@
-//! The body of a JSON POST to `/mcp`, read once: a body that is not one JSON-RPC message gets
+//! The body of every POST to `/mcp`, read once: a body that is not one JSON-RPC message gets
 //! JSON-RPC's own answer, a 400 with -32700 (not JSON) or -32600 (not a message), where rmcp
 //! would send a bare 415; a message's id and method are left in the request's extensions for
 //! the layers after this one ([`Rpc`]).
+//!
+//! The layers after this one limit calls and sessions by the method they find here, so no POST
+//! reaches rmcp unread: one whose media type is not `application/json` (compared as rmcp
+//! compares it, case and parameters aside) is answered 415 here.
 
 use axum::body::{Body, to_bytes};
 use axum::extract::Request;
-use axum::http::{Method, StatusCode, header};
+use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use rmcp::model::ClientJsonRpcMessage;
@@ -31,13 +35,15 @@ pub async fn check_message(request: Request, next: Next) -> Response {
         }
         return response;
     }
-    let is_json = request
-        .headers()
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.starts_with("application/json"));
-    if request.method() != Method::POST || !is_json {
+    if request.method() != Method::POST {
         return next.run(request).await;
+    }
+    if !is_json(request.headers()) {
+        return (
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "Unsupported Media Type: Content-Type must be application/json",
+        )
+            .into_response();
     }
     let (mut parts, body) = request.into_parts();
     let Ok(bytes) = to_bytes(body, MAX_REQUEST_BYTES).await else {
@@ -75,6 +81,18 @@ pub async fn check_message(request: Request, next: Next) -> Response {
         .await
 }
 
+/// Whether `headers` say the body is JSON: the media type's essence, before any parameter, is
+/// `application/json` in any case (RFC 9110 makes type and subtype case-insensitive).
+fn is_json(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| {
+            let essence = v.split_once(';').map_or(v, |(essence, _)| essence);
+            essence.trim().eq_ignore_ascii_case("application/json")
+        })
+}
+
 /// A JSON-RPC error answer with this HTTP status.
 pub fn jsonrpc_error(status: StatusCode, id: Value, code: i32, message: String) -> Response {
     let body = json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}});
@@ -84,4 +102,30 @@ pub fn jsonrpc_error(status: StatusCode, id: Value, code: i32, message: String) 
         body.to_string(),
     )
         .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_media_type_is_read_as_rmcp_reads_it() {
+        let json = |value: &str| {
+            let mut headers = HeaderMap::new();
+            headers.insert(header::CONTENT_TYPE, value.parse().unwrap());
+            is_json(&headers)
+        };
+        for value in [
+            "application/json",
+            "Application/JSON",
+            "APPLICATION/JSON; charset=utf-8",
+            " application/json ;charset=UTF-8",
+        ] {
+            assert!(json(value), "{value}");
+        }
+        for value in ["application/jsonx", "text/json", "application/json-seq", ""] {
+            assert!(!json(value), "{value}");
+        }
+        assert!(!is_json(&HeaderMap::new()));
+    }
 }
