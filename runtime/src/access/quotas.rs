@@ -1,12 +1,18 @@
 //! How much each principal may ask of moat: requests per minute (a token bucket that holds a
 //! minute's worth) and calls at once. Each principal has its own, so one noisy agent exhausts
 //! only its own quota.
+//!
+//! A call slot ([`Slot`]) is held for as long as the principal's guest code runs, whatever
+//! started it (a tool call, a prompt, a resource read, a completion, a task), not for the life
+//! of the request that asked. The quotas can be changed while moat serves
+//! ([`Quotas::configure`]): the next request is measured against the new ones, and the calls
+//! already running count towards them.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::Notify;
 
 /// One principal's quota; `None` is no limit.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -24,21 +30,57 @@ pub enum Exceeded {
     Concurrency { limit: u32 },
 }
 
+impl Exceeded {
+    /// What `principal` is told.
+    pub fn message(&self, principal: &str) -> String {
+        match self {
+            Exceeded::Rate { retry_after } => format!(
+                "{principal} is over its request rate; retry in {} s",
+                retry_seconds(*retry_after)
+            ),
+            Exceeded::Concurrency { limit } => format!(
+                "{principal} already has {limit} calls running, as many as its quota allows; \
+                 retry when one has finished"
+            ),
+        }
+    }
+
+    /// When to try again, in whole seconds (at least one).
+    pub fn retry_after_seconds(&self) -> u64 {
+        match self {
+            Exceeded::Rate { retry_after } => retry_seconds(*retry_after),
+            Exceeded::Concurrency { .. } => 1,
+        }
+    }
+}
+
+fn retry_seconds(wait: Duration) -> u64 {
+    wait.as_secs_f64().ceil().max(1.0) as u64
+}
+
 /// Principals whose state is kept; past this, idle ones are forgotten (they start afresh).
 const MAX_TRACKED: usize = 10_000;
 
 /// Every principal's quota and what it has used.
 #[derive(Default)]
 pub struct Quotas {
-    default: Quota,
-    by_principal: HashMap<String, Quota>,
+    configured: RwLock<Configured>,
     used: Mutex<HashMap<String, Arc<Usage>>>,
 }
 
+#[derive(Default)]
+struct Configured {
+    default: Quota,
+    by_principal: HashMap<String, Quota>,
+}
+
+#[derive(Default)]
 struct Usage {
-    quota: Quota,
-    bucket: Mutex<Bucket>,
-    calls: Option<Arc<Semaphore>>,
+    bucket: Mutex<Option<Bucket>>,
+    /// Calls of this principal running now.
+    running: Mutex<u32>,
+    /// Woken when one of them ends.
+    ended: Notify,
 }
 
 struct Bucket {
@@ -46,14 +88,58 @@ struct Bucket {
     at: Instant,
 }
 
+/// One running call of a principal, counted until dropped.
+pub struct Slot {
+    usage: Arc<Usage>,
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        *self.usage.running.lock().expect("slots lock") -= 1;
+        self.usage.ended.notify_waiters();
+    }
+}
+
+/// A slot taken for a request before it reached the handler that runs its guest, which takes
+/// it over (cloning shares the one slot: request extensions must be cloneable).
+#[derive(Clone)]
+pub struct HandedSlot(Arc<Mutex<Option<Slot>>>);
+
+impl HandedSlot {
+    pub fn new(slot: Slot) -> Self {
+        Self(Arc::new(Mutex::new(Some(slot))))
+    }
+
+    /// The slot, to whoever asks first.
+    pub fn take(&self) -> Option<Slot> {
+        self.0.lock().expect("handed slot lock").take()
+    }
+}
+
 impl Quotas {
     /// `default` for every principal but those `by_principal` names.
     pub fn new(default: Quota, by_principal: HashMap<String, Quota>) -> Self {
-        Self {
+        let quotas = Self::default();
+        quotas.configure(default, by_principal);
+        quotas
+    }
+
+    /// Measures every request from now on against these quotas. What principals have used is
+    /// kept: the requests of the last minute and the calls running count towards the new ones.
+    pub fn configure(&self, default: Quota, by_principal: HashMap<String, Quota>) {
+        *self.configured.write().expect("quotas lock") = Configured {
             default,
             by_principal,
-            used: Mutex::default(),
-        }
+        };
+    }
+
+    fn quota(&self, principal: &str) -> Quota {
+        let configured = self.configured.read().expect("quotas lock");
+        configured
+            .by_principal
+            .get(principal)
+            .copied()
+            .unwrap_or(configured.default)
     }
 
     fn usage(&self, principal: &str) -> Arc<Usage> {
@@ -66,89 +152,96 @@ impl Quotas {
             let now = Instant::now();
             used.retain(|_, usage| Arc::strong_count(usage) > 1 || !usage.is_idle(now));
         }
-        let quota = self
-            .by_principal
-            .get(principal)
-            .copied()
-            .unwrap_or(self.default);
-        let usage = Arc::new(Usage {
-            quota,
-            bucket: Mutex::new(Bucket {
-                tokens: quota.requests_per_minute.map_or(0.0, f64::from),
-                at: Instant::now(),
-            }),
-            calls: quota
-                .concurrent_calls
-                .map(|n| Arc::new(Semaphore::new(n as usize))),
-        });
+        let usage = Arc::new(Usage::default());
         used.insert(principal.to_string(), usage.clone());
         usage
     }
 
     /// Counts one request of `principal`, or says when the next one fits.
     pub fn request(&self, principal: &str) -> Result<(), Exceeded> {
-        let usage = self.usage(principal);
-        let Some(per_minute) = usage.quota.requests_per_minute else {
+        let Some(per_minute) = self.quota(principal).requests_per_minute else {
             return Ok(());
         };
-        let per_second = f64::from(per_minute) / 60.0;
+        let usage = self.usage(principal);
+        let capacity = f64::from(per_minute);
+        let per_second = capacity / 60.0;
         let mut bucket = usage.bucket.lock().expect("bucket lock");
         let now = Instant::now();
+        let bucket = bucket.get_or_insert(Bucket {
+            tokens: capacity,
+            at: now,
+        });
         let refilled = bucket.tokens + now.duration_since(bucket.at).as_secs_f64() * per_second;
-        bucket.tokens = refilled.min(f64::from(per_minute));
+        bucket.tokens = refilled.min(capacity);
         bucket.at = now;
         if bucket.tokens >= 1.0 {
             bucket.tokens -= 1.0;
             return Ok(());
         }
-        let wait = if per_second > 0.0 {
-            (1.0 - bucket.tokens) / per_second
-        } else {
-            60.0
-        };
         Err(Exceeded::Rate {
-            retry_after: Duration::from_secs_f64(wait),
+            retry_after: Duration::from_secs_f64((1.0 - bucket.tokens) / per_second),
         })
     }
 
-    /// A slot for one call of `principal`, held until the permit is dropped; `None` inside
-    /// when calls are not limited.
-    pub fn call(&self, principal: &str) -> Result<Option<OwnedSemaphorePermit>, Exceeded> {
+    /// A slot for one call of `principal`, held until it is dropped, or the refusal when as
+    /// many calls as its quota allows are running.
+    pub fn call(&self, principal: &str) -> Result<Slot, Exceeded> {
         let usage = self.usage(principal);
-        let Some(calls) = &usage.calls else {
-            return Ok(None);
-        };
-        calls
-            .clone()
-            .try_acquire_owned()
-            .map(Some)
-            .map_err(|_| Exceeded::Concurrency {
-                limit: usage.quota.concurrent_calls.unwrap_or(0),
-            })
+        let limit = self.quota(principal).concurrent_calls;
+        let mut running = usage.running.lock().expect("slots lock");
+        if let Some(limit) = limit
+            && *running >= limit
+        {
+            return Err(Exceeded::Concurrency { limit });
+        }
+        *running += 1;
+        drop(running);
+        Ok(Slot { usage })
+    }
+
+    /// A slot for one call of `principal`, waiting for one of its calls to end while as many
+    /// as its quota allows are running: for work the caller does not wait on (a task).
+    pub async fn wait_for_call(&self, principal: &str) -> Slot {
+        let usage = self.usage(principal);
+        loop {
+            // Listening before looking: a call that ends in between still wakes this one.
+            let ended = usage.ended.notified();
+            tokio::pin!(ended);
+            ended.as_mut().enable();
+            if let Ok(slot) = self.call(principal) {
+                return slot;
+            }
+            ended.await;
+        }
     }
 }
 
 impl Usage {
     fn is_idle(&self, now: Instant) -> bool {
-        let full = match self.quota.requests_per_minute {
-            None => true,
-            Some(per_minute) => {
-                let bucket = self.bucket.lock().expect("bucket lock");
-                now.duration_since(bucket.at) >= Duration::from_secs(60)
-                    || bucket.tokens >= f64::from(per_minute)
-            }
-        };
-        let calls_free = match (&self.calls, self.quota.concurrent_calls) {
-            (Some(calls), Some(n)) => calls.available_permits() == n as usize,
-            _ => true,
-        };
-        full && calls_free
+        // A bucket a minute old has refilled, whatever its size.
+        let full = self
+            .bucket
+            .lock()
+            .expect("bucket lock")
+            .as_ref()
+            .is_none_or(|bucket| now.duration_since(bucket.at) >= Duration::from_secs(60));
+        full && *self.running.lock().expect("slots lock") == 0
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn limit_calls(n: u32) -> Quotas {
+        Quotas::new(
+            Quota {
+                requests_per_minute: None,
+                concurrent_calls: Some(n),
+            },
+            HashMap::new(),
+        )
+    }
 
     #[test]
     fn each_principal_has_its_own_bucket() {
@@ -178,22 +271,57 @@ mod tests {
     }
 
     #[test]
-    fn concurrent_calls_are_released_with_their_permit() {
-        let quotas = Quotas::new(
+    fn concurrent_calls_are_released_with_their_slot() {
+        let quotas = limit_calls(2);
+        let first = quotas.call("alice").unwrap();
+        let _second = quotas.call("alice").unwrap();
+        assert!(matches!(
+            quotas.call("alice"),
+            Err(Exceeded::Concurrency { limit: 2 })
+        ));
+        assert!(quotas.call("bob").is_ok());
+        drop(first);
+        assert!(quotas.call("alice").is_ok());
+    }
+
+    #[test]
+    fn new_quotas_apply_to_the_next_request_and_count_what_runs() {
+        let quotas = limit_calls(3);
+        let _running: Vec<Slot> = (0..2).map(|_| quotas.call("alice").unwrap()).collect();
+        quotas.configure(
             Quota {
-                requests_per_minute: None,
+                requests_per_minute: Some(1),
                 concurrent_calls: Some(2),
             },
             HashMap::new(),
         );
-        let first = quotas.call("alice").unwrap();
-        let _second = quotas.call("alice").unwrap();
-        assert_eq!(
-            quotas.call("alice").unwrap_err(),
-            Exceeded::Concurrency { limit: 2 }
-        );
-        assert!(quotas.call("bob").unwrap().is_some());
-        drop(first);
+        // The two running calls fill the new limit of two.
+        assert!(matches!(
+            quotas.call("alice"),
+            Err(Exceeded::Concurrency { limit: 2 })
+        ));
+        assert_eq!(quotas.request("alice"), Ok(()));
+        assert!(quotas.request("alice").is_err());
+        quotas.configure(Quota::default(), HashMap::new());
         assert!(quotas.call("alice").is_ok());
+        assert_eq!(quotas.request("alice"), Ok(()));
+    }
+
+    #[tokio::test]
+    async fn a_waiting_call_starts_when_another_ends() {
+        let quotas = Arc::new(limit_calls(1));
+        let first = quotas.call("alice").unwrap();
+        let waiting = tokio::spawn({
+            let quotas = quotas.clone();
+            async move { quotas.wait_for_call("alice").await }
+        });
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(!waiting.is_finished(), "no slot is free yet");
+        drop(first);
+        let second = tokio::time::timeout(Duration::from_secs(5), waiting)
+            .await
+            .expect("the waiting call gets the freed slot")
+            .unwrap();
+        assert!(quotas.call("alice").is_err(), "{:p} holds it", &second);
     }
 }

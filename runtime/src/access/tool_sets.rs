@@ -24,7 +24,7 @@ impl Pattern {
         }
     }
 
-    fn covers(&self, plugin: &str, tool: &str) -> bool {
+    pub fn covers(&self, plugin: &str, tool: &str) -> bool {
         match self {
             Pattern::Tool(pattern) => glob::matches(pattern, tool),
             Pattern::Plugin(pattern) => glob::matches(pattern, plugin),

@@ -394,6 +394,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
             no_tiering,
         } => {
             let policy = Policy::resolve(trust.policy.as_deref())?;
+            let audit_from_flag = audit.is_some();
             let audit = match (audit, &config) {
                 (Some(path), _) => Some((path, audit_arguments)),
                 (None, Some(config)) => config::read_audit(config)?.map(|a| (a.path, a.arguments)),
@@ -415,6 +416,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
             let options = serve::Options {
                 page_size,
                 audit,
+                audit_from_flag,
                 otlp_endpoint,
                 tiered: !no_tiering,
             };

@@ -12,6 +12,7 @@ use moat::mcp::audit::AuditLog;
 use moat::mcp::catalogue::Catalogue;
 use moat::mcp::server::MoatServer;
 use moat::serve::reload::{Loader, Served};
+use moat::serve::tables::{Overridden, Tables};
 use moat::supply::cache::Cache;
 use moat::supply::policy::{Policy, Transport};
 
@@ -20,6 +21,8 @@ pub struct Options {
     pub page_size: std::num::NonZeroUsize,
     /// The audit log, and whether it records arguments.
     pub audit: Option<(PathBuf, bool)>,
+    /// Whether `audit` came from `--audit` rather than `[audit]`.
+    pub audit_from_flag: bool,
     pub otlp_endpoint: Option<String>,
     /// Whether a plugin not in the cache runs Winch's code until Cranelift's is ready.
     pub tiered: bool,
@@ -34,9 +37,14 @@ pub async fn serve(
     let Options {
         page_size,
         audit,
+        audit_from_flag,
         otlp_endpoint,
         tiered,
     } = options;
+    let overridden = Overridden {
+        audit: audit_from_flag,
+        otlp_endpoint: otlp_endpoint.is_some(),
+    };
     match &http {
         Some((addr, _)) => policy.check_transport(Transport::Http, Some(*addr))?,
         None => policy.check_transport(Transport::Stdio, None)?,
@@ -48,21 +56,30 @@ pub async fn serve(
         .or_else(|| std::env::var("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT").ok())
         .or_else(|| std::env::var("OTEL_EXPORTER_OTLP_ENDPOINT").ok())
         .filter(|e| !e.is_empty());
-    let tool_sets = service.tool_sets(&policy.deny_tools);
-    let sealer = service
-        .request_state_key
-        .as_deref()
-        .map(moat::mcp::request_state::Sealer::with_key)
-        .transpose()
-        .map_err(anyhow::Error::msg)?;
     let stdio_principal = Principal::stdio(service.stdio_principal.as_deref().unwrap_or("stdio"));
-    let http = match http {
-        Some((addr, flags)) => Some((
-            addr,
-            moat::serve::exposure::settings(service, flags, addr, &policy)?,
-        )),
-        None => None,
+    if let Some(metrics) = http
+        .as_ref()
+        .and_then(|(_, flags)| flags.metrics)
+        .or(service.metrics)
+    {
+        // The metrics listener answers without a credential: bound where HTTP may be.
+        policy.check_transport(Transport::Http, Some(metrics))?;
+    }
+    let (http, live) = match http {
+        Some((addr, flags)) => {
+            let settings = Tables::http_settings(&service, flags.clone(), addr, &policy)?;
+            let live = settings.live.clone();
+            (Some((addr, settings)), Some((addr, flags, live)))
+        }
+        None => (None, None),
     };
+    let mut tables = Tables::new(
+        served.config.clone(),
+        &service,
+        overridden,
+        live,
+        policy.clone(),
+    )?;
     let (sources, fetched) = served.fetch().await?;
     if sources.is_empty() {
         bail!("nothing to serve: {}", why_no_sources(&served));
@@ -119,15 +136,12 @@ pub async fn serve(
     }
     let registry = Arc::new(outcome.registry);
     let catalogue = Catalogue::with_audit(registry, page_size, audit);
-    catalogue.set_tool_sets(tool_sets);
+    tables.apply(Tables::at_start(service), &catalogue)?;
     if let Some(endpoint) = &otlp_endpoint {
         catalogue.set_traces(moat::mcp::traces::Traces::new(endpoint)?);
     }
-    if let Some(sealer) = sealer {
-        catalogue.set_sealer(sealer);
-    }
     // From now on, a change of what is served (or SIGHUP) reloads it.
-    moat::serve::watch::spawn(served, loader, catalogue.clone(), &sources)?;
+    moat::serve::watch::spawn(served, loader, tables, catalogue.clone(), &sources)?;
     if let Some((addr, settings)) = http {
         let shutdown = tokio_util::sync::CancellationToken::new();
         let on_signal = shutdown.clone();

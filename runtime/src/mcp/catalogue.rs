@@ -21,6 +21,7 @@ use rmcp::service::{Peer, SubscriptionContext};
 use tokio::sync::watch;
 
 use crate::access::Principal;
+use crate::access::quotas::Quotas;
 use crate::access::tool_sets::ToolSets;
 use crate::mcp::audit::AuditLog;
 use crate::mcp::instructions;
@@ -38,6 +39,9 @@ pub const DEFAULT_PAGE_SIZE: NonZeroUsize = NonZeroUsize::new(100).unwrap();
 
 /// Resource updates a subscription stream may fall behind by; a slower stream misses some.
 const MAX_PENDING_UPDATES: usize = 256;
+
+/// Resource URIs one session or subscription stream follows, at most.
+pub const MAX_SUBSCRIPTIONS: usize = 256;
 
 /// What a cursor holds before the name it encodes, so a cursor from elsewhere is told apart.
 const CURSOR_PREFIX: &str = "after:";
@@ -69,6 +73,8 @@ struct Inner {
     watchers: Mutex<Vec<(Peer<RoleServer>, Subscribed)>>,
     /// The calls that went on as tasks.
     tasks: Arc<Tasks>,
+    /// What each principal may ask, and the call slots it holds.
+    quotas: Arc<Quotas>,
     /// Resource URIs as they change, for 2026-07-28 subscription streams.
     updates: tokio::sync::broadcast::Sender<String>,
 }
@@ -95,6 +101,7 @@ impl Catalogue {
         page_size: NonZeroUsize,
         audit: Option<Arc<AuditLog>>,
     ) -> Self {
+        let quotas = Arc::new(Quotas::default());
         Self {
             inner: Arc::new(Inner {
                 current: watch::Sender::new(registry),
@@ -106,7 +113,8 @@ impl Catalogue {
                 traces: std::sync::OnceLock::new(),
                 sealer: std::sync::RwLock::new(Arc::new(Sealer::default())),
                 watchers: Mutex::default(),
-                tasks: Arc::default(),
+                tasks: Arc::new(Tasks::new(quotas.clone())),
+                quotas,
                 updates: tokio::sync::broadcast::Sender::new(MAX_PENDING_UPDATES),
             }),
         }
@@ -164,6 +172,22 @@ impl Catalogue {
         self.tool_sets()
             .allows(principal, &plugin.name, &tool.name)
             .then_some((plugin, tool))
+    }
+
+    /// Whether `principal` may see everything `registry` serves, but what the policy withholds
+    /// from everyone: only such a caller may read what the metrics say of every plugin.
+    pub fn sees_all(&self, registry: &Registry, principal: &Principal) -> bool {
+        let sets = self.tool_sets();
+        registry.plugins().iter().all(|plugin| {
+            let names = plugin.tools.iter().map(|t| &t.name);
+            let mut names = names
+                .chain(plugin.prompts.iter().map(|p| &p.name))
+                .chain(plugin.resources.iter().map(|r| &r.name));
+            names.all(|name| {
+                sets.allows(principal, &plugin.name, name)
+                    || sets.denied.iter().any(|p| p.covers(&plugin.name, name))
+            })
+        })
     }
 
     /// The server's `instructions` for `principal`: what each plugin it may use says of
@@ -238,6 +262,12 @@ impl Catalogue {
     /// The calls that went on as tasks.
     pub fn tasks(&self) -> &Arc<Tasks> {
         &self.inner.tasks
+    }
+
+    /// What each principal may ask: its rate, and the call slots its guests hold while they
+    /// run. A reload of the configuration sets them anew.
+    pub fn quotas(&self) -> &Arc<Quotas> {
+        &self.inner.quotas
     }
 
     /// What seals the state of calls that ask the client something.

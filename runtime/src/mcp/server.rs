@@ -11,8 +11,8 @@ use std::sync::{Arc, Mutex};
 use rmcp::model::{
     CacheScope, CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams,
     ClientCapabilities, CompleteRequestParams, CompleteResult, ContentBlock, CreateTaskResult,
-    DiscoverResult, GetPromptRequestParams, GetPromptResponse, GetTaskParams, GetTaskResult,
-    Implementation, InitializeRequestParams, InitializeResult, ListPromptsResult,
+    DiscoverResult, ErrorCode, GetPromptRequestParams, GetPromptResponse, GetTaskParams,
+    GetTaskResult, Implementation, InitializeRequestParams, InitializeResult, ListPromptsResult,
     ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, LoggingLevel,
     LoggingMessageNotificationParam, PaginatedRequestParams, ProgressNotificationParam,
     ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities, ServerConfig,
@@ -25,8 +25,9 @@ use serde_json::json;
 use tokio::sync::mpsc;
 
 use crate::access::Principal;
+use crate::access::quotas::{HandedSlot, Slot};
 use crate::mcp::audit::{self, Outcome};
-use crate::mcp::catalogue::{Catalogue, Subscribed};
+use crate::mcp::catalogue::{Catalogue, MAX_SUBSCRIPTIONS, Subscribed};
 use crate::mcp::instructions;
 use crate::mcp::request_state::Binding;
 use crate::mcp::surface::{Asking, Unfinished, no_subscriptions};
@@ -91,6 +92,29 @@ impl MoatServer {
         mcp.title = tool.title.clone();
         mcp.annotations = tool.annotations.clone();
         mcp
+    }
+
+    /// The call slot a request's guest runs in, held until dropped: the one the HTTP layer took
+    /// for it, else one of its principal's taken now, or the refusal when they are all taken.
+    pub(crate) fn call_slot(&self, context: &RequestContext<RoleServer>) -> Result<Slot, McpError> {
+        let parts = context.extensions.get::<axum::http::request::Parts>();
+        if let Some(slot) = parts
+            .and_then(|parts| parts.extensions.get::<HandedSlot>())
+            .and_then(HandedSlot::take)
+        {
+            return Ok(slot);
+        }
+        let principal = self.principal_of(&context.extensions);
+        self.catalogue
+            .quotas()
+            .call(&principal.name)
+            .map_err(|exceeded| {
+                McpError::new(
+                    ErrorCode(crate::mcp::http::quotas::RATE_LIMITED),
+                    exceeded.message(&principal.name),
+                    None,
+                )
+            })
     }
 
     /// Hands the guest's log and progress reports of one call on to the client. The returned
@@ -267,7 +291,7 @@ impl MoatServer {
                     .map(|info| info.client_info.clone())
             })
             .map(|info| format!("{} {}", info.name, info.version));
-        let header = session_header(&context.extensions).map(str::to_string);
+        let header = session_header(&context.extensions);
         let (session, session_claimed) = if in_session {
             (header, None)
         } else {
@@ -372,10 +396,12 @@ impl ServerHandler for MoatServer {
     /// Only for rmcp's check of `Mcp-Param-*` headers against a tool's schema, which has no
     /// request to say whose tools to look in: a tool hidden from the caller is still refused
     /// by `call_tool` as unknown.
+    /// A tool as rmcp looks it up outside a request (the `Mcp-Param` headers it checks): only
+    /// one this handler's principal may see, or a hidden tool's existence would show.
     fn get_tool(&self, name: &str) -> Option<Tool> {
+        let registry = self.catalogue.current();
         self.catalogue
-            .current()
-            .find(name)
+            .find(&registry, &self.principal, name)
             .map(|(_, tool)| self.mcp_tool(tool))
     }
 
@@ -388,11 +414,12 @@ impl ServerHandler for MoatServer {
         // This call keeps the registry, and so its plugin, to the end, even across a reload.
         let registry = self.catalogue.current();
         let principal = self.principal_of(&context.extensions);
+        let session = session_header(&context.extensions);
         let span = self.catalogue.traces().map(|traces| {
             let facts = CallFacts {
                 principal: &principal.name,
                 request_id: Some(context.id.to_string()),
-                session: session_header(&context.extensions),
+                session: session.as_deref(),
                 protocol_version: context.meta.protocol_version().map(|v| v.to_string()),
             };
             traces.start(&request.name, &context.meta, facts)
@@ -423,6 +450,18 @@ impl ServerHandler for MoatServer {
             Err(error) => {
                 let ended = Ended {
                     outcome: Outcome::InvalidArguments,
+                    error: Some(error.message.to_string()),
+                    denied: Vec::new(),
+                };
+                self.audit(&context, &request, Some(plugin), started, ended, span);
+                return Err(error);
+            }
+        };
+        let _slot = match self.call_slot(&context) {
+            Ok(slot) => slot,
+            Err(error) => {
+                let ended = Ended {
+                    outcome: Outcome::Busy,
                     error: Some(error.message.to_string()),
                     denied: Vec::new(),
                 };
@@ -616,8 +655,10 @@ impl ServerHandler for MoatServer {
         &self,
         requested: &SubscriptionFilter,
     ) -> Option<SubscriptionFilter> {
-        // Resource URIs are checked against the caller as each update comes.
-        let uris = requested.resource_subscriptions.clone().unwrap_or_default();
+        // Resource URIs are checked against the caller as each update comes. The stream follows
+        // at most as many as a session may subscribe to; the answer names those it follows.
+        let mut uris = requested.resource_subscriptions.clone().unwrap_or_default();
+        uris.truncate(MAX_SUBSCRIPTIONS);
         Some(
             SubscriptionFilter::builder()
                 .tools_list_changed()
@@ -634,12 +675,14 @@ impl ServerHandler for MoatServer {
     }
 }
 
-/// The `Mcp-Session-Id` an HTTP request carried, as the client sent it.
-fn session_header(extensions: &rmcp::model::Extensions) -> Option<&str> {
+/// The `Mcp-Session-Id` an HTTP request carried, as spans and the audit log name it: its
+/// digest, since the id itself lets its holder use the session.
+fn session_header(extensions: &rmcp::model::Extensions) -> Option<String> {
     extensions
         .get::<axum::http::request::Parts>()
         .and_then(|parts| parts.headers.get("mcp-session-id"))
         .and_then(|id| id.to_str().ok())
+        .map(crate::mcp::http::sessions::digest)
 }
 
 fn logging_level(level: Level) -> LoggingLevel {

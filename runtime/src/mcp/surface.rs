@@ -18,7 +18,7 @@ use serde_json::json;
 
 use crate::mcp::asking::{self, Rounds, Session};
 use crate::mcp::audit::{self, Outcome};
-use crate::mcp::catalogue::Subscribed;
+use crate::mcp::catalogue::{MAX_SUBSCRIPTIONS, Subscribed};
 use crate::mcp::request_state::Binding;
 use crate::mcp::server::{Ended, MoatServer};
 use crate::plugin::completions::Completing;
@@ -212,6 +212,7 @@ impl MoatServer {
             events: None,
             client: asking.as_ref().map(|a| a.client.clone()),
         };
+        let _slot = self.call_slot(&context)?;
         let started = Instant::now();
         let got = plugin
             .get_prompt(prompt, request.arguments.as_ref(), exchange)
@@ -319,6 +320,7 @@ impl MoatServer {
             events: None,
             client: asking.as_ref().map(|a| a.client.clone()),
         };
+        let _slot = self.call_slot(&context)?;
         let started = Instant::now();
         let read = plugin
             .read_resource(resource, &request.uri, &variables, exchange)
@@ -360,10 +362,19 @@ impl MoatServer {
                 Some(json!({"uri": uri})),
             ));
         }
-        subscribed
-            .lock()
-            .expect("subscriptions lock")
-            .insert(uri.to_string());
+        {
+            let mut subscribed = subscribed.lock().expect("subscriptions lock");
+            if subscribed.len() >= MAX_SUBSCRIPTIONS && !subscribed.contains(uri) {
+                return Err(McpError::invalid_params(
+                    format!(
+                        "this session follows {MAX_SUBSCRIPTIONS} resources, as many as it may; \
+                         unsubscribe from one first"
+                    ),
+                    Some(json!({"uri": uri})),
+                ));
+            }
+            subscribed.insert(uri.to_string());
+        }
         self.catalogue
             .watch_resources(context.peer.clone(), subscribed.clone());
         Ok(())
@@ -376,6 +387,7 @@ impl MoatServer {
     ) -> Result<CompleteResult, McpError> {
         let registry = self.catalogue.current();
         let principal = self.principal_of(&context.extensions);
+        let _slot = self.call_slot(&context)?;
         let unknown = |what: &str| McpError::invalid_params(what.to_string(), None);
         let found = match &request.r#ref {
             Reference::Prompt(reference) => {

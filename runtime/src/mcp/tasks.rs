@@ -8,7 +8,8 @@
 //! answered the tool runs again with them, as a 2026-07-28 call is replayed. Tasks belong to
 //! the principal that started them: another principal's task is as unknown as a missing one.
 //! They are bounded in number, overall and per principal, and forgotten [`TASK_TTL`] after they
-//! began.
+//! began. Each run holds one of its principal's call slots ([`Quotas`]) while the tool runs,
+//! waiting for one when they are all taken: a caller's tasks are no way around its quota.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
@@ -21,6 +22,7 @@ use rmcp::model::{
 };
 use serde_json::{Value, json};
 
+use crate::access::quotas::Quotas;
 use crate::mcp::asking::{self, Round, Rounds};
 use crate::plugin::registry::Registry;
 use crate::plugin::{CallError, Exchange};
@@ -50,6 +52,8 @@ pub struct Job {
 #[derive(Default)]
 pub struct Tasks {
     entries: Mutex<HashMap<String, Entry>>,
+    /// Whose call slots the runs take.
+    quotas: Arc<Quotas>,
 }
 
 struct Entry {
@@ -111,6 +115,14 @@ fn unknown(id: &str) -> McpError {
 }
 
 impl Tasks {
+    /// Tasks whose runs count towards `quotas`.
+    pub fn new(quotas: Arc<Quotas>) -> Self {
+        Self {
+            entries: Mutex::default(),
+            quotas,
+        }
+    }
+
     /// Starts `job` as a task of `principal`, with the rounds its call had answered; the task
     /// exists (a `tasks/get` finds it) before this returns.
     pub fn start(
@@ -165,7 +177,9 @@ impl Tasks {
         let (job, answered) = (entry.job.clone(), entry.answered.clone());
         let tasks = self.clone();
         let task_id = id.to_string();
+        let principal = entry.principal.clone();
         let handle = tokio::spawn(async move {
+            let _slot = tasks.quotas.wait_for_call(&principal).await;
             let state = run(&job, answered).await;
             tasks.finish(&task_id, state);
         });

@@ -134,7 +134,7 @@ pub fn read_engine(path: &Path) -> Result<PoolLimits> {
 }
 
 /// `[audit]`: where the audit log goes, and whether it records arguments in full.
-#[derive(Clone, Debug, Deserialize, JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AuditSettings {
     /// The log file, relative to moat.toml (`path = "audit.jsonl"`); created with mode 0600 and

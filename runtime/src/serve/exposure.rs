@@ -14,7 +14,6 @@ use anyhow::{Result, bail};
 use crate::access::authenticator::Authenticator;
 use crate::access::credentials::{self, ApiKeys};
 use crate::access::oauth::OAuth;
-use crate::access::quotas::Quotas;
 use crate::mcp::http::auth::{Authentication, ProtectedResource};
 use crate::mcp::http::{Settings, tls};
 use crate::serve::service::Service;
@@ -113,7 +112,6 @@ pub fn settings(
     settings.hosts = service.hosts;
     settings.origins = service.origins;
     settings.trusted_proxies = service.trusted_proxies;
-    settings.quotas = Quotas::new(service.default_quota, service.quotas);
     if let Some(max) = service.max_sessions {
         settings.max_sessions = max;
     }

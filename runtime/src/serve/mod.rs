@@ -1,9 +1,10 @@
 //! What is served now: the operator's `moat.toml` ([`config`], its service tables in
-//! [`service`]), the reloads that keep the served
-//! plugins in step with it ([`reload`]), and the watch that starts them ([`watch`]).
+//! [`service`], applied at start and by each reload in [`tables`]), the reloads that keep the
+//! served plugins in step with it ([`reload`]), and the watch that starts them ([`watch`]).
 
 pub mod config;
 pub mod exposure;
 pub mod reload;
 pub mod service;
+pub mod tables;
 pub mod watch;

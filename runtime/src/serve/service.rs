@@ -196,7 +196,7 @@ pub(super) struct TelemetryEntry {
 }
 
 /// What these tables say, checked.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct Service {
     pub token_file: Option<PathBuf>,
     pub resource: Option<String>,

@@ -1,5 +1,6 @@
 //! Watching what is served: `moat serve` watches its `moat.toml` and the plugin files and folders it
-//! was given, and reloads (see [`crate::serve::reload`]) when one of them changes, or on SIGHUP.
+//! was given, and reloads (see [`crate::serve::reload`]) when one of them changes, or on SIGHUP:
+//! the plugins, and the service tables ([`crate::serve::tables`]).
 
 use std::collections::{BTreeSet, HashSet};
 use std::path::{Path, PathBuf};
@@ -13,6 +14,7 @@ use tokio::sync::mpsc;
 
 use crate::mcp::catalogue::Catalogue;
 use crate::serve::reload::{Loader, Served};
+use crate::serve::tables::Tables;
 use crate::supply::PluginSource;
 use crate::supply::source::Source;
 
@@ -21,11 +23,13 @@ use crate::supply::source::Source;
 const DEBOUNCE: Duration = Duration::from_millis(250);
 
 /// Reloads what `served` names whenever it changes on disk or moat gets SIGHUP, and swaps the
-/// result into `catalogue`. `sources` are the ones `loader` loaded last. Runs until the process
-/// ends; when files cannot be watched, only SIGHUP reloads.
+/// result into `catalogue`, with the service tables applied through `tables`. `sources` are the
+/// ones `loader` loaded last. Runs until the process ends; when files cannot be watched, only
+/// SIGHUP reloads.
 pub fn spawn(
     served: Served,
     loader: Loader,
+    mut tables: Tables,
     catalogue: Catalogue,
     sources: &[PluginSource],
 ) -> Result<()> {
@@ -75,7 +79,7 @@ pub fn spawn(
             // Whatever else changed meanwhile is read by this same reload.
             while changed.try_recv().is_ok() {}
             tracing::info!("reloading: {reason}");
-            let reloaded = reload(&served, &loader, &catalogue).await;
+            let reloaded = reload(&served, &loader, &mut tables, &catalogue).await;
             catalogue.metrics().record_reload(reloaded.is_ok());
             match reloaded {
                 Ok(sources) => {
@@ -94,12 +98,14 @@ pub fn spawn(
     Ok(())
 }
 
-/// One reload; returns the sources it read.
+/// One reload; returns the sources it read. Whatever fails before the swap changes nothing.
 async fn reload(
     served: &Served,
     loader: &Arc<Mutex<Loader>>,
+    tables: &mut Tables,
     catalogue: &Catalogue,
 ) -> Result<Vec<PluginSource>> {
+    let prepared = tables.prepare(served.service()?)?;
     let (sources, fetched) = served.fetch().await?;
     if let Some(config) = &served.config {
         // The pool is made once, when moat starts: a new [engine] waits for a restart.
@@ -124,12 +130,11 @@ async fn reload(
     .await
     .context("the reload task failed")?;
     let outcome = outcome?;
-    let tool_sets = served.tool_sets()?;
     outcome.log();
     if catalogue.replace(Arc::new(outcome.registry)) {
         tracing::info!("the tool list changed; clients were told");
     }
-    catalogue.set_tool_sets(tool_sets);
+    tables.apply(prepared, catalogue)?;
     Ok(sources)
 }
 

@@ -6,6 +6,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use moat::access::quotas::{Quota, Quotas};
 use moat::mcp::tasks::{Job, MAX_TASKS_PER_PRINCIPAL, Tasks};
 use moat::plugin::registry::Registry;
 use moat_tests::{engine, plugins, source};
@@ -206,4 +207,55 @@ async fn a_principal_has_a_bounded_number_of_tasks() {
             Vec::new(),
         )
         .unwrap();
+}
+
+#[tokio::test]
+async fn a_task_runs_in_one_of_its_principals_call_slots() {
+    let registry = registry();
+    let one_at_a_time = Quota {
+        requests_per_minute: None,
+        concurrent_calls: Some(1),
+    };
+    let quotas = Arc::new(Quotas::new(one_at_a_time, Default::default()));
+    let tasks = Arc::new(Tasks::new(quotas.clone()));
+    // Alice's one slot is taken (by a call of hers that is running).
+    let held = quotas.call("alice").unwrap();
+    let quick = json!({"seconds": 0, "label": "quick"});
+    let task = tasks
+        .start(
+            "alice",
+            job(&registry, "test_slow_compute", quick),
+            Vec::new(),
+        )
+        .unwrap();
+    let id = &task.task_id;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let waiting = tasks.get("alice", id).unwrap();
+    assert_eq!(
+        waiting.status(),
+        TaskStatus::Working,
+        "it waits for the slot"
+    );
+    // Bob's slots are his own.
+    assert!(quotas.call("bob").is_ok());
+    drop(held);
+    until(&tasks, "alice", id, TaskStatus::Completed).await;
+
+    // While a task runs, it holds the slot: no other call of Alice's fits.
+    let slow = json!({"seconds": 2, "label": "slow"});
+    let task = tasks
+        .start(
+            "alice",
+            job(&registry, "test_slow_compute", slow),
+            Vec::new(),
+        )
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(quotas.call("alice").is_err(), "the running task holds it");
+    tasks.cancel("alice", &task.task_id).unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(
+        quotas.call("alice").is_ok(),
+        "a cancelled task gives it back"
+    );
 }

@@ -6,7 +6,6 @@
 //! path, as RFC 9728 places it).
 
 use std::net::{IpAddr, SocketAddr};
-use std::sync::Arc;
 
 use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
@@ -17,6 +16,7 @@ use serde_json::json;
 use crate::access::Principal;
 use crate::access::authenticator::{Authenticator, Refusal};
 use crate::mcp::catalogue::Catalogue;
+use crate::mcp::http::{Gate, Live};
 
 /// What `/mcp` requires.
 pub enum Authentication {
@@ -80,9 +80,42 @@ pub struct Remote(pub Option<IpAddr>);
 /// The state the layer needs.
 #[derive(Clone)]
 pub struct Guard {
-    pub authentication: Arc<Authentication>,
-    pub trusted_proxies: Arc<Vec<IpAddr>>,
+    /// The authentication and proxies in force now.
+    pub live: Live,
     pub catalogue: Catalogue,
+}
+
+tokio::task_local! {
+    /// Whom the request being handled on this task acts for.
+    static CALLER: Principal;
+}
+
+/// Whom the request being handled acts for, as this layer established it: for what rmcp asks
+/// of a handler outside any request's context. Anonymous outside a request.
+pub fn caller() -> Principal {
+    CALLER
+        .try_with(Principal::clone)
+        .unwrap_or_else(|_| Principal::anonymous())
+}
+
+/// The Protected Resource Metadata (RFC 9728) at `path`, if OAuth is configured and `path` is
+/// where it lives: at the well-known path, and under the resource's own path.
+pub fn metadata(gate: &Gate, path: &str) -> Response {
+    let Authentication::Required {
+        resource: Some(resource),
+        ..
+    } = &gate.authentication
+    else {
+        return StatusCode::NOT_FOUND.into_response();
+    };
+    if path != "/.well-known/oauth-protected-resource" && path != resource.metadata_path() {
+        return StatusCode::NOT_FOUND.into_response();
+    }
+    (
+        [(header::CONTENT_TYPE, "application/json")],
+        resource.document().to_string(),
+    )
+        .into_response()
 }
 
 fn remote(request: &Request, trusted: &[IpAddr]) -> Option<IpAddr> {
@@ -114,12 +147,15 @@ pub async fn authenticate(
     mut request: Request,
     next: Next,
 ) -> Response {
-    let address = remote(&request, &guard.trusted_proxies);
+    // The gate as it is when the request comes: a reload changes it for the next one.
+    let gate = guard.live.gate();
+    let address = remote(&request, &gate.trusted_proxies);
     request.extensions_mut().insert(Remote(address));
-    let (authenticator, resource) = match &*guard.authentication {
+    let (authenticator, resource) = match &gate.authentication {
         Authentication::Off => {
-            request.extensions_mut().insert(Principal::anonymous());
-            return next.run(request).await;
+            let principal = Principal::anonymous();
+            request.extensions_mut().insert(principal.clone());
+            return CALLER.scope(principal, next.run(request)).await;
         }
         Authentication::Required {
             authenticator,
@@ -132,8 +168,8 @@ pub async fn authenticate(
         .map(HeaderValue::as_bytes);
     match authenticator.authenticate(credential).await {
         Ok(principal) => {
-            request.extensions_mut().insert(principal);
-            next.run(request).await
+            request.extensions_mut().insert(principal.clone());
+            CALLER.scope(principal, next.run(request)).await
         }
         Err(refusal) => {
             guard

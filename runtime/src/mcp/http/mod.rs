@@ -10,16 +10,23 @@
 //! loopback `Host` headers and `Origin`s unless the configuration names others (DNS
 //! rebinding), and caps request bodies. TLS ([`tls`]) when given a certificate.
 //!
-//! Legacy clients (`initialize`, up to 2025-11-25) get an `Mcp-Session-Id` session; 2026-07-28
-//! requests are served statelessly, answered as JSON unless notifications come first.
+//! Legacy clients (`initialize`, up to 2025-11-25) get an `Mcp-Session-Id` session, bound to
+//! the principal that opened it ([`sessions`]); 2026-07-28 requests are served statelessly,
+//! answered as JSON unless notifications come first.
+//!
+//! A reload changes who may call and through which proxies, and how many sessions may be open,
+//! from the next request on ([`Live`]); what the listener and rmcp were built with (hosts,
+//! origins, TLS files, the metrics listener, the idle time of sessions) waits for a restart.
 
 pub mod auth;
 pub mod message;
 pub mod quotas;
+pub mod scrape;
+pub mod sessions;
 pub mod tls;
 
 use std::net::{IpAddr, SocketAddr};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock, RwLock};
 use std::time::Duration;
 
 use anyhow::{Context, Result};
@@ -33,12 +40,10 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use crate::access::Principal;
-use crate::access::quotas::Quotas;
 use crate::mcp::catalogue::Catalogue;
 use crate::mcp::http::auth::{Authentication, Guard};
 use crate::mcp::http::quotas::Limiter;
-use crate::mcp::metrics;
+use crate::mcp::http::sessions::Sessions;
 use crate::mcp::server::MoatServer;
 
 /// How `moat serve --http` serves: who may call, from where, how much, over what.
@@ -50,7 +55,6 @@ pub struct Settings {
     pub origins: Vec<String>,
     /// Proxies whose `X-Forwarded-For` names the caller.
     pub trusted_proxies: Vec<IpAddr>,
-    pub quotas: Quotas,
     /// Legacy sessions open at once, at most.
     pub max_sessions: usize,
     /// A legacy session that hears nothing for this long ends.
@@ -59,6 +63,108 @@ pub struct Settings {
     pub tls: Option<tls::Files>,
     /// Serve `/metrics` on this address instead, unauthenticated.
     pub metrics_listener: Option<SocketAddr>,
+    /// Where a reload applies new settings while these serve.
+    pub live: Live,
+}
+
+/// What a reload may change while moat serves: read once by each request, as it is then.
+pub struct Gate {
+    pub authentication: Authentication,
+    pub trusted_proxies: Vec<IpAddr>,
+    pub max_sessions: usize,
+}
+
+/// What moat started listening with, which only a restart changes.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Listening {
+    pub hosts: Vec<String>,
+    pub origins: Vec<String>,
+    pub session_idle: Duration,
+    pub tls: Option<tls::Files>,
+    pub metrics_listener: Option<SocketAddr>,
+}
+
+impl Settings {
+    fn split(self) -> (Gate, Listening) {
+        let listening = Listening::of(&self);
+        let gate = Gate {
+            authentication: self.authentication,
+            trusted_proxies: self.trusted_proxies,
+            max_sessions: self.max_sessions,
+        };
+        (gate, listening)
+    }
+}
+
+/// The settings HTTP serves with now; cloning shares them. Set when the router is made.
+#[derive(Clone, Default)]
+pub struct Live {
+    gate: Arc<RwLock<Option<Arc<Gate>>>>,
+    listening: Arc<OnceLock<Listening>>,
+}
+
+impl Live {
+    /// The gate requests pass now.
+    pub fn gate(&self) -> Arc<Gate> {
+        self.gate
+            .read()
+            .expect("gate lock")
+            .clone()
+            .expect("the gate is set before anything is served")
+    }
+
+    fn start(&self, gate: Gate, listening: Listening) {
+        *self.gate.write().expect("gate lock") = Some(Arc::new(gate));
+        let _ = self.listening.set(listening);
+    }
+
+    /// The settings `settings` would change that only a restart changes, by name.
+    pub fn restart_needed(&self, settings: &Settings) -> Vec<String> {
+        match self.listening.get() {
+            Some(started) => started.differences(&Listening::of(settings)),
+            None => Vec::new(),
+        }
+    }
+
+    /// Serves the next requests with `settings`' authentication, proxies and cap on sessions
+    /// (the rest stays as it started: see [`Live::restart_needed`]).
+    pub fn apply(&self, settings: Settings) {
+        let (gate, _) = settings.split();
+        *self.gate.write().expect("gate lock") = Some(Arc::new(gate));
+    }
+}
+
+impl Listening {
+    fn of(settings: &Settings) -> Self {
+        Self {
+            hosts: settings.hosts.clone(),
+            origins: settings.origins.clone(),
+            session_idle: settings.session_idle,
+            tls: settings.tls.clone(),
+            metrics_listener: settings.metrics_listener,
+        }
+    }
+
+    /// The names of the settings that differ between `self` and `other`.
+    fn differences(&self, other: &Listening) -> Vec<String> {
+        let mut changed: Vec<&str> = Vec::new();
+        if self.hosts != other.hosts {
+            changed.push("[http] hosts");
+        }
+        if self.origins != other.origins {
+            changed.push("[http] origins");
+        }
+        if self.session_idle != other.session_idle {
+            changed.push("[http] session_idle_seconds");
+        }
+        if self.tls != other.tls {
+            changed.push("the TLS certificate or key file");
+        }
+        if self.metrics_listener != other.metrics_listener {
+            changed.push("the metrics listener");
+        }
+        changed.into_iter().map(String::from).collect()
+    }
 }
 
 /// Legacy sessions open at once unless configured.
@@ -74,11 +180,11 @@ impl Settings {
             hosts: Vec::new(),
             origins: Vec::new(),
             trusted_proxies: Vec::new(),
-            quotas: Quotas::default(),
             max_sessions: DEFAULT_MAX_SESSIONS,
             session_idle: DEFAULT_SESSION_IDLE,
             tls: None,
             metrics_listener: None,
+            live: Live::default(),
         }
     }
 }
@@ -140,7 +246,7 @@ pub async fn serve(
             "serving /metrics on http://{}/metrics",
             listener.local_addr()?
         );
-        let app = axum::Router::new().route("/metrics", metrics_route(catalogue.clone()));
+        let app = scrape::listener(catalogue.clone(), settings.hosts.clone());
         let shutdown = shutdown.clone();
         tokio::spawn(async move {
             let served = axum::serve(listener, app)
@@ -184,44 +290,42 @@ pub fn router(
     shutdown: CancellationToken,
     settings: Settings,
 ) -> axum::Router {
+    let live = settings.live.clone();
+    let (gate, listening) = settings.split();
     let mut config = StreamableHttpServerConfig::default();
     let loopback_origins = ["http://localhost:*", "http://127.0.0.1:*", "http://[::1]:*"];
     config.allowed_origins = loopback_origins
         .into_iter()
         .map(String::from)
-        .chain(settings.origins.iter().cloned())
+        .chain(listening.origins.iter().cloned())
         .collect();
-    config.allowed_hosts.extend(settings.hosts.iter().cloned());
+    config.allowed_hosts.extend(listening.hosts.iter().cloned());
     config.max_request_body_bytes = MAX_REQUEST_BYTES;
     // A 2026-07-28 answer with nothing before it goes out as plain JSON; a call that reports
     // progress or logs streams as SSE. Legacy sessions always stream.
     config.json_response = true;
     config.cancellation_token = shutdown.clone();
-    let mut sessions = LocalSessionManager::default();
-    sessions.session_config.keep_alive = Some(settings.session_idle);
-    let sessions = Arc::new(sessions);
+    let mut manager = LocalSessionManager::default();
+    manager.session_config.keep_alive = Some(listening.session_idle);
+    let manager = Arc::new(manager);
     let served = catalogue.clone();
+    // The handler rmcp makes for a request acts for its caller; its own lookups (the tool whose
+    // `Mcp-Param` headers it checks) then see only what the caller may see.
     let service = StreamableHttpService::new(
-        move || Ok(MoatServer::new(served.clone()).with_principal(Principal::anonymous())),
-        sessions.clone(),
+        move || Ok(MoatServer::new(served.clone()).with_principal(auth::caller())),
+        manager.clone(),
         config,
     );
+    let separate_metrics = listening.metrics_listener.is_some();
+    live.start(gate, listening);
+    let sessions = Sessions::new(manager);
     let limiter = Limiter {
-        quotas: Arc::new(settings.quotas),
-        sessions,
-        max_sessions: settings.max_sessions,
+        sessions: sessions.clone(),
         catalogue: catalogue.clone(),
-    };
-    let metadata = match &settings.authentication {
-        Authentication::Required {
-            resource: Some(resource),
-            ..
-        } => Some(resource.clone()),
-        _ => None,
+        live: live.clone(),
     };
     let guard = Guard {
-        authentication: Arc::new(settings.authentication),
-        trusted_proxies: Arc::new(settings.trusted_proxies),
+        live: live.clone(),
         catalogue: catalogue.clone(),
     };
     let mcp = axum::Router::new()
@@ -231,38 +335,28 @@ pub fn router(
             quotas::limit_calls,
         ))
         .layer(middleware::from_fn(message::check_message))
-        .layer(middleware::from_fn_with_state(limiter, quotas::limit_rate));
+        .layer(middleware::from_fn_with_state(limiter, quotas::limit_rate))
+        .layer(middleware::from_fn_with_state(
+            sessions,
+            sessions::bind_to_principal,
+        ));
     let mut guarded = mcp;
-    if settings.metrics_listener.is_none() {
-        guarded = guarded.route("/metrics", metrics_route(catalogue.clone()));
+    if !separate_metrics {
+        guarded = guarded.route("/metrics", scrape::behind_auth(catalogue.clone()));
     }
     let guarded = guarded.layer(middleware::from_fn_with_state(guard, auth::authenticate));
-    let mut open = axum::Router::new()
+    let metadata = get(move |uri: axum::http::Uri| {
+        std::future::ready(auth::metadata(&live.gate(), uri.path()))
+    });
+    axum::Router::new()
         .route("/healthz", get(|| async { "ok\n" }))
         .route(
             "/readyz",
             get(move || std::future::ready(readiness(&catalogue, &shutdown))),
-        );
-    if let Some(resource) = metadata {
-        let document = resource.document().to_string();
-        let answer = move || {
-            let document = document.clone();
-            std::future::ready(([(header::CONTENT_TYPE, "application/json")], document))
-        };
-        open = open.route("/.well-known/oauth-protected-resource", get(answer.clone()));
-        let path = resource.metadata_path();
-        if path != "/.well-known/oauth-protected-resource" {
-            open = open.route(&path, get(answer));
-        }
-    }
-    open.merge(guarded)
-}
-
-fn metrics_route(catalogue: Catalogue) -> axum::routing::MethodRouter {
-    get(move || {
-        let text = catalogue.metrics().render(&catalogue.current());
-        std::future::ready(([(header::CONTENT_TYPE, metrics::CONTENT_TYPE)], text))
-    })
+        )
+        .route("/.well-known/oauth-protected-resource", metadata.clone())
+        .route("/.well-known/oauth-protected-resource/{*path}", metadata)
+        .merge(guarded)
 }
 
 /// `/readyz`: 200 with the number of plugins and tools served while moat serves (it listens only

@@ -17,7 +17,7 @@ use tokio_util::sync::CancellationToken;
 pub const RELOAD_CHECK: Duration = Duration::from_secs(2);
 
 /// The PEM files: a certificate chain, and its private key.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Files {
     pub cert: PathBuf,
     pub key: PathBuf,

@@ -1,0 +1,108 @@
+//! Legacy sessions (`Mcp-Session-Id`, up to protocol 2025-11-25): how many may be open, and
+//! whose each one is.
+//!
+//! A session belongs to the principal that opened it. Whoever else presents its id (a leaked
+//! log line, a shared proxy) is answered exactly as for a session that does not exist, a 404,
+//! on every method: it can neither post to it (answering the question its guest waits on) nor
+//! read its stream nor end it.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+
+use crate::access::Principal;
+
+const SESSION_HEADER: &str = "mcp-session-id";
+
+/// The sessions rmcp keeps, with the principal each belongs to.
+#[derive(Clone)]
+pub struct Sessions {
+    manager: Arc<LocalSessionManager>,
+    /// Session id → the name of the principal that opened it.
+    owners: Arc<Mutex<HashMap<String, String>>>,
+}
+
+impl Sessions {
+    pub fn new(manager: Arc<LocalSessionManager>) -> Self {
+        Self {
+            manager,
+            owners: Arc::default(),
+        }
+    }
+
+    /// Sessions open now.
+    pub async fn open(&self) -> usize {
+        self.manager.sessions.read().await.len()
+    }
+
+    fn owner(&self, id: &str) -> Option<String> {
+        self.owners.lock().expect("owners lock").get(id).cloned()
+    }
+
+    /// Records that `principal` opened session `id`, forgetting the owners of ended sessions.
+    async fn opened(&self, id: &str, principal: &str) {
+        let live = self.manager.sessions.read().await;
+        let mut owners = self.owners.lock().expect("owners lock");
+        owners.retain(|id, _| live.keys().any(|live| live.as_ref() == id.as_str()));
+        owners.insert(id.to_string(), principal.to_string());
+    }
+}
+
+/// Refuses a request that names a session another principal opened (404, as for no session),
+/// and records the owner of each session a request opens.
+pub async fn bind_to_principal(
+    State(sessions): State<Sessions>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let Some(principal) = request
+        .extensions()
+        .get::<Principal>()
+        .map(|p| p.name.clone())
+    else {
+        return next.run(request).await;
+    };
+    if let Some(id) = session_id(request.headers()) {
+        // An id no session has is for rmcp to answer: a 2026-07-28 request may carry one.
+        if let Some(owner) = sessions.owner(&id)
+            && owner != principal
+        {
+            tracing::warn!(
+                "refused {principal} a session another principal opened (session {})",
+                digest(&id)
+            );
+            return not_found();
+        }
+        return next.run(request).await;
+    }
+    let response = next.run(request).await;
+    if let Some(id) = session_id(response.headers()) {
+        sessions.opened(&id, &principal).await;
+    }
+    response
+}
+
+fn session_id(headers: &HeaderMap) -> Option<String> {
+    headers
+        .get(SESSION_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string)
+}
+
+/// What rmcp answers for a session it does not have.
+fn not_found() -> Response {
+    (StatusCode::NOT_FOUND, "Not Found: Session not found").into_response()
+}
+
+/// A session id as logs, spans and the audit log name it: whoever holds the id itself may use
+/// the session (as its owner), so only a digest is written down.
+pub fn digest(id: &str) -> String {
+    use sha2::Digest as _;
+    let hash = sha2::Sha256::digest(id.as_bytes());
+    hash[..8].iter().map(|b| format!("{b:02x}")).collect()
+}

@@ -1,0 +1,178 @@
+//! The service tables of `moat.toml` (`[auth]`, `[[access]]`, `[quotas]`, `[http]`, `[audit]`,
+//! `[telemetry]`) as moat serves them: applied when it starts and again by every reload, so an
+//! API key removed from the file stops working at once and a changed quota applies to the next
+//! request.
+//!
+//! What only a restart can change (the listener's hosts, origins, TLS files and metrics address,
+//! the idle time of sessions, the audit log, the trace collector, the stdio principal) is
+//! compared with what moat started with: a reload that changes one of them is refused whole,
+//! naming each, and nothing else of it is applied either.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use anyhow::{Result, bail};
+
+use crate::mcp::catalogue::Catalogue;
+use crate::mcp::http::{Live, Settings};
+use crate::mcp::request_state::Sealer;
+use crate::serve::config::{self, AuditSettings};
+use crate::serve::exposure::{self, Flags};
+use crate::serve::service::Service;
+use crate::supply::policy::Policy;
+
+/// Where the service tables come from and what they are applied to.
+pub struct Tables {
+    /// The `moat.toml` they are read from, if any.
+    config: Option<PathBuf>,
+    /// What the command line set in their place, which no edit of the file changes.
+    overridden: Overridden,
+    /// The HTTP listener, when serving HTTP.
+    http: Option<Http>,
+    policy: Policy,
+    /// What only a restart changes, as moat started.
+    fixed: Fixed,
+    /// The request-state key in use, when the configuration gave one.
+    state_key: Option<Vec<u8>>,
+}
+
+/// The settings the command line gave, which the file's then do not count for.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Overridden {
+    /// `--audit`
+    pub audit: bool,
+    /// `--otlp-endpoint`
+    pub otlp_endpoint: bool,
+}
+
+struct Http {
+    addr: SocketAddr,
+    flags: Flags,
+    live: Live,
+}
+
+/// The settings a reload cannot change, as the file gives them.
+#[derive(Clone, Debug, Default, PartialEq)]
+struct Fixed {
+    audit: Option<AuditSettings>,
+    otlp_endpoint: Option<String>,
+    stdio_principal: Option<String>,
+}
+
+/// The tables read and checked, ready to apply.
+pub struct Prepared {
+    service: Service,
+    http: Option<Settings>,
+}
+
+impl Tables {
+    /// The tables of `config` as moat starts with `service`, read from it; `http` is the address
+    /// and flags moat serves HTTP with and the settings its router reads (stdio: `None`).
+    pub fn new(
+        config: Option<PathBuf>,
+        service: &Service,
+        overridden: Overridden,
+        http: Option<(SocketAddr, Flags, Live)>,
+        policy: Policy,
+    ) -> Result<Self> {
+        let mut tables = Self {
+            config,
+            overridden,
+            http: http.map(|(addr, flags, live)| Http { addr, flags, live }),
+            policy,
+            fixed: Fixed::default(),
+            state_key: None,
+        };
+        tables.fixed = tables.fixed(service)?;
+        Ok(tables)
+    }
+
+    /// The HTTP settings `service` gives at `addr`, under `policy`.
+    pub fn http_settings(
+        service: &Service,
+        flags: Flags,
+        addr: SocketAddr,
+        policy: &Policy,
+    ) -> Result<Settings> {
+        exposure::settings(service.clone(), flags, addr, policy)
+    }
+
+    fn fixed(&self, service: &Service) -> Result<Fixed> {
+        let audit = match (&self.config, self.overridden.audit) {
+            (Some(config), false) => config::read_audit(config)?,
+            _ => None,
+        };
+        Ok(Fixed {
+            audit,
+            otlp_endpoint: service
+                .otlp_endpoint
+                .clone()
+                .filter(|_| !self.overridden.otlp_endpoint),
+            stdio_principal: service.stdio_principal.clone(),
+        })
+    }
+
+    /// What applying `service` at start does (its HTTP settings went to the router already).
+    pub fn at_start(service: Service) -> Prepared {
+        Prepared {
+            service,
+            http: None,
+        }
+    }
+
+    /// Checks what `service`, read anew from the file, would change, without changing
+    /// anything: an error names each setting that waits for a restart.
+    pub fn prepare(&self, service: Service) -> Result<Prepared> {
+        let fixed = self.fixed(&service)?;
+        let mut changed = Vec::new();
+        if fixed.audit != self.fixed.audit {
+            changed.push("[audit]".to_string());
+        }
+        if fixed.otlp_endpoint != self.fixed.otlp_endpoint {
+            changed.push("[telemetry] otlp_endpoint".to_string());
+        }
+        if fixed.stdio_principal != self.fixed.stdio_principal {
+            changed.push("[auth] stdio_principal".to_string());
+        }
+        let http = match &self.http {
+            Some(http) => {
+                let settings =
+                    Self::http_settings(&service, http.flags.clone(), http.addr, &self.policy)?;
+                changed.extend(http.live.restart_needed(&settings));
+                Some(settings)
+            }
+            None => None,
+        };
+        if !changed.is_empty() {
+            bail!(
+                "{} changed, which only a restart of moat applies; nothing was reloaded (restart \
+                 moat, or put the old value back)",
+                changed.join(", ")
+            );
+        }
+        Ok(Prepared { service, http })
+    }
+
+    /// Serves the next requests with `prepared`: who may call, what each may use and how
+    /// much, and the key of request states.
+    pub fn apply(&mut self, prepared: Prepared, catalogue: &Catalogue) -> Result<()> {
+        let Prepared { service, http } = prepared;
+        if service.request_state_key != self.state_key {
+            // Without a key of its own moat makes one: states sealed with the old key fail.
+            let sealer = match &service.request_state_key {
+                Some(key) => Sealer::with_key(key).map_err(anyhow::Error::msg)?,
+                None => Sealer::default(),
+            };
+            catalogue.set_sealer(sealer);
+            self.state_key = service.request_state_key.clone();
+        }
+        catalogue.set_tool_sets(service.tool_sets(&self.policy.deny_tools));
+        catalogue
+            .quotas()
+            .configure(service.default_quota, service.quotas);
+        if let (Some(http), Some(settings)) = (&self.http, http) {
+            http.live.apply(settings);
+        }
+        Ok(())
+    }
+}
