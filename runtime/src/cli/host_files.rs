@@ -1,5 +1,6 @@
 //! Each MCP host's own config file: where it is, and `moat config HOST --write`, which merges
-//! this moat's entry into it and keeps everything else, with the old file kept as `FILE.bak`.
+//! this moat's entry into it and keeps everything else, with the old file kept as `FILE.bak`
+//! (both written by `replace_file`: through no link, never more readable than before).
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -8,6 +9,7 @@ use anyhow::{Context, Result, bail};
 use serde_json::Value;
 
 use super::hosts::{Host, Launch, entry};
+use super::replace_file::{self, backup_path};
 
 /// `--write` and where to.
 #[derive(clap::Args)]
@@ -52,27 +54,15 @@ fn target(host: Host, file: Option<PathBuf>) -> Result<PathBuf> {
 /// Merges the entry `name` for `launch` into the host's config file.
 pub fn write(host: Host, name: &str, launch: &Launch, file: Option<PathBuf>) -> Result<ExitCode> {
     let path = target(host, file)?;
-    let old = match std::fs::read_to_string(&path) {
-        Ok(text) => Some(text),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-        Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
-    };
+    let old = replace_file::read_existing(&path)?;
     let (key, server) = entry(host, launch);
-    let (merged, replaced) = merge(old.as_deref(), key, name, server)
+    let (merged, replaced) = merge(old.as_ref().map(|old| old.text.as_str()), key, name, server)
         .with_context(|| format!("in {}", path.display()))?;
     if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
         std::fs::create_dir_all(parent)
             .with_context(|| format!("creating {}", parent.display()))?;
     }
-    if let Some(old) = &old {
-        let backup = backup_path(&path);
-        std::fs::write(&backup, old).with_context(|| format!("writing {}", backup.display()))?;
-    }
-    // A new file renamed over the old: the host never reads half of one.
-    let temporary = path.with_extension("moat-tmp");
-    std::fs::write(&temporary, merged + "\n")
-        .with_context(|| format!("writing {}", temporary.display()))?;
-    std::fs::rename(&temporary, &path).with_context(|| format!("writing {}", path.display()))?;
+    replace_file::replace(&path, old.as_ref(), &(merged + "\n"), false)?;
     let done = if replaced { "replaced" } else { "added" };
     let kept = match old {
         Some(_) => format!("; the file as it was is {}", backup_path(&path).display()),
@@ -83,12 +73,6 @@ pub fn write(host: Host, name: &str, launch: &Launch, file: Option<PathBuf>) -> 
         path.display()
     );
     Ok(ExitCode::SUCCESS)
-}
-
-pub fn backup_path(path: &Path) -> PathBuf {
-    let mut backup = path.as_os_str().to_owned();
-    backup.push(".bak");
-    backup.into()
 }
 
 /// `text` (a host's JSON config, or none yet) with `server` as `table.name`; whether an entry

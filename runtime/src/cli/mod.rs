@@ -15,6 +15,7 @@ mod load;
 pub mod logging;
 mod new;
 mod policy;
+mod replace_file;
 mod serve;
 mod supply;
 pub mod version;
