@@ -515,7 +515,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
             let launch = match http {
                 Some(addr) => Launch::Http {
                     url: format!("http://{addr}/mcp"),
-                    headers: hosts::http_headers(config.as_deref(), token_file)?,
+                    token: hosts::local_token(config.as_deref(), token_file)?,
                 },
                 None => Launch::stdio(
                     std::env::current_exe()?,
