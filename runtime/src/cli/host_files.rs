@@ -1,5 +1,8 @@
 //! Each MCP host's own config file: where it is, and `moat config HOST --write`, which merges
-//! this moat's entry into it and keeps everything else, with the old file kept as `FILE.bak`.
+//! this moat's entry into it and keeps everything else, with the old file kept as `FILE.bak`
+//! (both written by `replace_file`: through no link, never more readable than before). The local
+//! token goes only into the host's own user file (Claude Desktop's, Cursor's), made private to its
+//! owner; any other file, a project's above all, names it by a reference the host expands.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -7,7 +10,8 @@ use std::process::ExitCode;
 use anyhow::{Context, Result, bail};
 use serde_json::Value;
 
-use super::hosts::{Host, Launch, entry};
+use super::hosts::{Entry, Host, Launch, TokenIn, entry, servers_table, token_note};
+use super::replace_file::{self, backup_path};
 
 /// `--write` and where to.
 #[derive(clap::Args)]
@@ -52,27 +56,27 @@ fn target(host: Host, file: Option<PathBuf>) -> Result<PathBuf> {
 /// Merges the entry `name` for `launch` into the host's config file.
 pub fn write(host: Host, name: &str, launch: &Launch, file: Option<PathBuf>) -> Result<ExitCode> {
     let path = target(host, file)?;
-    let old = match std::fs::read_to_string(&path) {
-        Ok(text) => Some(text),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-        Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
+    let token_in = if users_own_file(host, &path) {
+        TokenIn::Entry
+    } else {
+        TokenIn::Reference
     };
-    let (key, server) = entry(host, launch);
-    let (merged, replaced) = merge(old.as_deref(), key, name, server)
+    let token = match launch {
+        Launch::Http { token, .. } => token.as_ref(),
+        Launch::Stdio { .. } => None,
+    };
+    let entry = entry(host, name, launch, token_in)
+        .with_context(|| format!("not writing {}", path.display()))?;
+    let key = entry.table;
+    let old = replace_file::read_existing(&path)?;
+    let (merged, replaced) = merge(old.as_ref().map(|old| old.text.as_str()), name, entry)
         .with_context(|| format!("in {}", path.display()))?;
     if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
         std::fs::create_dir_all(parent)
             .with_context(|| format!("creating {}", parent.display()))?;
     }
-    if let Some(old) = &old {
-        let backup = backup_path(&path);
-        std::fs::write(&backup, old).with_context(|| format!("writing {}", backup.display()))?;
-    }
-    // A new file renamed over the old: the host never reads half of one.
-    let temporary = path.with_extension("moat-tmp");
-    std::fs::write(&temporary, merged + "\n")
-        .with_context(|| format!("writing {}", temporary.display()))?;
-    std::fs::rename(&temporary, &path).with_context(|| format!("writing {}", path.display()))?;
+    let holds_token = token.is_some() && token_in == TokenIn::Entry;
+    replace_file::replace(&path, old.as_ref(), &(merged + "\n"), holds_token)?;
     let done = if replaced { "replaced" } else { "added" };
     let kept = match old {
         Some(_) => format!("; the file as it was is {}", backup_path(&path).display()),
@@ -82,18 +86,42 @@ pub fn write(host: Host, name: &str, launch: &Launch, file: Option<PathBuf>) -> 
         "moat: {done} \"{name}\" in `{key}` of {}{kept}; restart the host to pick it up",
         path.display()
     );
+    if let Some(token) = token {
+        eprintln!("moat: {}", token_note(host, name, &path, token, token_in));
+    }
     Ok(ExitCode::SUCCESS)
 }
 
-pub fn backup_path(path: &Path) -> PathBuf {
-    let mut backup = path.as_os_str().to_owned();
-    backup.push(".bak");
-    backup.into()
+/// Whether `path` is the host's own file in the user's home, which nobody commits: Claude
+/// Desktop's or Cursor's. Claude Code's and VS Code's files are a project's, and a file named by
+/// --file or MOAT_HOST_CONFIG is taken for one unless it is the same file.
+fn users_own_file(host: Host, path: &Path) -> bool {
+    matches!(host, Host::ClaudeDesktop | Host::Cursor)
+        && config_file(host).is_some_and(|own| same_place(&own, path))
 }
 
-/// `text` (a host's JSON config, or none yet) with `server` as `table.name`; whether an entry
-/// of that name was there before. Everything else is kept as it was, in its order.
-fn merge(text: Option<&str>, table: &str, name: &str, server: Value) -> Result<(String, bool)> {
+/// Whether two paths name the same place, their folders resolved (the file may not exist yet).
+fn same_place(a: &Path, b: &Path) -> bool {
+    fn resolved(path: &Path) -> Option<PathBuf> {
+        let path = std::path::absolute(path).ok()?;
+        let folder = path.parent()?;
+        let folder = folder
+            .canonicalize()
+            .unwrap_or_else(|_| folder.to_path_buf());
+        Some(folder.join(path.file_name()?))
+    }
+    resolved(a).is_some_and(|a| Some(a) == resolved(b))
+}
+
+/// `text` (a host's JSON config, or none yet) with `entry` as `table.name` (and its VS Code
+/// input in `inputs`, in place of one with its id); whether an entry of that name was there
+/// before. Everything else is kept as it was, in its order.
+fn merge(text: Option<&str>, name: &str, entry: Entry) -> Result<(String, bool)> {
+    let Entry {
+        table,
+        server,
+        input,
+    } = entry;
     let mut config: Value = match text {
         Some(text) if !text.trim().is_empty() => serde_json::from_str(text).context(
             "not plain JSON (comments or trailing commas?); moat changes nothing in a file it \
@@ -111,6 +139,16 @@ fn merge(text: Option<&str>, table: &str, name: &str, server: Value) -> Result<(
         bail!("`{table}` is not a JSON object");
     };
     let replaced = servers.insert(name.to_string(), server).is_some();
+    if let Some(input) = input {
+        let inputs = top
+            .entry("inputs")
+            .or_insert_with(|| Value::Array(Vec::new()));
+        let Value::Array(inputs) = inputs else {
+            bail!("`inputs` is not a JSON array");
+        };
+        inputs.retain(|other| other.get("id") != input.get("id"));
+        inputs.push(input);
+    }
     Ok((serde_json::to_string_pretty(&config)?, replaced))
 }
 
@@ -118,14 +156,7 @@ fn merge(text: Option<&str>, table: &str, name: &str, server: Value) -> Result<(
 /// servers table is missing or unreadable.
 pub fn points_at(host: Host, path: &Path, moat: &Path) -> Option<bool> {
     let config: Value = serde_json::from_str(&std::fs::read_to_string(path).ok()?).ok()?;
-    let (table, _) = entry(
-        host,
-        &Launch::Stdio {
-            command: PathBuf::new(),
-            args: Vec::new(),
-        },
-    );
-    let Some(servers) = config.get(table) else {
+    let Some(servers) = config.get(servers_table(host)) else {
         return Some(false);
     };
     Some(servers.as_object()?.values().any(|server| {
@@ -144,19 +175,62 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    fn entry(table: &'static str, server: Value) -> Entry {
+        Entry {
+            table,
+            server,
+            input: None,
+        }
+    }
+
     #[test]
     fn merging_keeps_everything_else_in_its_order() {
         let text = r#"{"theme": "dark", "mcpServers": {"other": {"command": "x"}, "moat": {}}}"#;
-        let (merged, replaced) =
-            merge(Some(text), "mcpServers", "moat", json!({"command": "/m"})).unwrap();
+        let (merged, replaced) = merge(
+            Some(text),
+            "moat",
+            entry("mcpServers", json!({"command": "/m"})),
+        )
+        .unwrap();
         assert!(replaced);
         let value: Value = serde_json::from_str(&merged).unwrap();
         assert_eq!(value["theme"], "dark");
         assert_eq!(value["mcpServers"]["other"], json!({"command": "x"}));
         assert_eq!(value["mcpServers"]["moat"], json!({"command": "/m"}));
         assert!(merged.find("theme") < merged.find("mcpServers"));
-        assert!(merge(Some("{// a comment\n}"), "servers", "moat", json!({})).is_err());
-        let (fresh, replaced) = merge(None, "servers", "moat", json!({})).unwrap();
+        assert!(
+            merge(
+                Some("{// a comment\n}"),
+                "moat",
+                entry("servers", json!({}))
+            )
+            .is_err()
+        );
+        let (fresh, replaced) = merge(None, "moat", entry("servers", json!({}))).unwrap();
         assert!(!replaced && fresh.contains("\"servers\""));
+    }
+
+    #[test]
+    fn a_vscode_input_replaces_the_one_of_its_id_and_keeps_the_others() {
+        let text = r#"{"inputs": [{"id": "theirs"}, {"id": "moat-token", "old": true}]}"#;
+        let mut with_input = entry("servers", json!({}));
+        with_input.input = Some(json!({"id": "moat-token", "password": true}));
+        let (merged, _) = merge(Some(text), "moat", with_input).unwrap();
+        let value: Value = serde_json::from_str(&merged).unwrap();
+        assert_eq!(
+            value["inputs"],
+            json!([{"id": "theirs"}, {"id": "moat-token", "password": true}])
+        );
+    }
+
+    #[test]
+    fn only_the_hosts_own_user_file_is_the_users() {
+        // HOME is read, not set: the test compares against whatever the host's own file is.
+        if let Some(own) = config_file(Host::Cursor) {
+            assert!(users_own_file(Host::Cursor, &own));
+            assert!(!users_own_file(Host::Vscode, &own));
+        }
+        assert!(!users_own_file(Host::Cursor, Path::new(".cursor/mcp.json")));
+        assert!(!users_own_file(Host::ClaudeCode, Path::new(".mcp.json")));
     }
 }

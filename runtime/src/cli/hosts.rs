@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::Result;
+use anyhow::{Result, bail};
 use serde_json::{Value, json};
 
 /// The MCP hosts moat writes configuration for.
@@ -24,12 +24,39 @@ pub enum Host {
 pub enum Launch {
     /// The host starts `command args…` and speaks MCP on its stdio.
     Stdio { command: PathBuf, args: Vec<String> },
-    /// The host connects to a moat already serving this URL, sending these headers (the
-    /// local token's `Authorization`).
+    /// The host connects to a moat already serving this URL, with the local token when that
+    /// moat requires it.
     Http {
         url: String,
-        headers: Vec<(String, String)>,
+        token: Option<LocalToken>,
     },
+}
+
+/// The local token `moat serve --http` requires, and the file it is kept in.
+pub struct LocalToken {
+    pub value: String,
+    pub file: PathBuf,
+}
+
+/// How an entry gives the host the local token.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TokenIn {
+    /// The token itself: in what moat prints, and in a file only its owner may read.
+    Entry,
+    /// A reference the host expands when it connects, in the host's own syntax: for a file that
+    /// is shared (a project's, which people commit).
+    Reference,
+}
+
+/// The environment variable a project file names the local token by.
+pub const TOKEN_VARIABLE: &str = "MOAT_TOKEN";
+
+/// What goes into a host's config file: this moat's entry in the table of servers, and the
+/// VS Code input its header names, if any.
+pub struct Entry {
+    pub table: &'static str,
+    pub server: Value,
+    pub input: Option<Value>,
 }
 
 impl Launch {
@@ -46,67 +73,152 @@ impl Launch {
 }
 
 /// The snippet for `host`: JSON for the hosts configured by file, a shell command for Claude Code.
+/// It is printed for the user, so it holds the token itself.
 pub fn snippet(host: Host, name: &str, launch: &Launch) -> Result<String> {
-    let json = |value: Value| Ok(serde_json::to_string_pretty(&value)?);
-    match (host, launch) {
-        (Host::ClaudeCode, _) => claude_code_command(name, launch),
-        _ => {
-            let (key, server) = entry(host, launch);
-            json(json!({ key: { name: server } }))
-        }
+    if host == Host::ClaudeCode {
+        return claude_code_command(name, launch);
+    }
+    let Entry { table, server, .. } = entry(host, name, launch, TokenIn::Entry)?;
+    Ok(serde_json::to_string_pretty(
+        &json!({ table: { name: server } }),
+    )?)
+}
+
+/// The table of servers in `host`'s config file.
+pub fn servers_table(host: Host) -> &'static str {
+    match host {
+        Host::Vscode => "servers",
+        Host::ClaudeDesktop | Host::ClaudeCode | Host::Cursor => "mcpServers",
     }
 }
 
-/// The table of servers in `host`'s config file, and this moat's entry in it.
-pub fn entry(host: Host, launch: &Launch) -> (&'static str, Value) {
-    match (host, launch) {
-        (
-            Host::ClaudeDesktop | Host::Cursor | Host::ClaudeCode,
-            Launch::Stdio { command, args },
-        ) => ("mcpServers", json!({"command": command, "args": args})),
-        (Host::Cursor, Launch::Http { url, headers }) => {
-            let mut server = json!({"url": url});
-            if !headers.is_empty() {
-                server["headers"] = header_map(headers);
-            }
-            ("mcpServers", server)
+/// This moat's entry `name` in `host`'s config file, with the local token as `token_in` says.
+pub fn entry(host: Host, name: &str, launch: &Launch, token_in: TokenIn) -> Result<Entry> {
+    let table = servers_table(host);
+    let (url, token) = match launch {
+        Launch::Stdio { command, args } => {
+            let server = match host {
+                Host::Vscode => json!({"type": "stdio", "command": command, "args": args}),
+                _ => json!({"command": command, "args": args}),
+            };
+            return Ok(Entry {
+                table,
+                server,
+                input: None,
+            });
         }
-        // Claude Code's project file, `.mcp.json`.
-        (Host::ClaudeCode, Launch::Http { url, headers }) => {
-            let mut server = json!({"type": "http", "url": url});
-            if !headers.is_empty() {
-                server["headers"] = header_map(headers);
-            }
-            ("mcpServers", server)
+        Launch::Http { url, token } => (url, token),
+    };
+    let (authorization, input) = match token {
+        Some(token) => {
+            let (value, input) = token_value(host, name, token, token_in)?;
+            (Some(format!("Bearer {value}")), input)
         }
+        None => (None, None),
+    };
+    let server = match host {
         // Claude Desktop's file starts stdio servers only: mcp-remote bridges to HTTP, the
         // header's value in its environment rather than on a command line `ps` shows.
-        (Host::ClaudeDesktop, Launch::Http { url, headers }) => {
-            let mut args = vec!["-y".to_string(), "mcp-remote".into(), url.clone()];
-            let mut env = serde_json::Map::new();
-            for (i, (header, value)) in headers.iter().enumerate() {
-                let var = format!("MOAT_HEADER_{i}");
-                args.push("--header".into());
-                args.push(format!("{header}:${{{var}}}"));
-                env.insert(var, json!(value));
+        Host::ClaudeDesktop => {
+            let mut server = json!({"command": "npx", "args": ["-y", "mcp-remote", url]});
+            if let Some(authorization) = authorization {
+                let args = server["args"].as_array_mut().expect("made above");
+                args.push(json!("--header"));
+                args.push(json!("Authorization:${MOAT_HEADER_0}"));
+                server["env"] = json!({"MOAT_HEADER_0": authorization});
             }
-            let mut server = json!({"command": "npx", "args": args});
-            if !env.is_empty() {
-                server["env"] = Value::Object(env);
-            }
-            ("mcpServers", server)
+            server
         }
-        (Host::Vscode, Launch::Stdio { command, args }) => (
-            "servers",
-            json!({"type": "stdio", "command": command, "args": args}),
+        Host::Cursor | Host::ClaudeCode | Host::Vscode => {
+            let mut server = match host {
+                Host::Cursor => json!({"url": url}),
+                _ => json!({"type": "http", "url": url}),
+            };
+            if let Some(authorization) = authorization {
+                server["headers"] = json!({"Authorization": authorization});
+            }
+            server
+        }
+    };
+    Ok(Entry {
+        table,
+        server,
+        input,
+    })
+}
+
+/// What stands for the local token in `host`'s entry, and the VS Code input it names. Each host
+/// has its own syntax for what it expands when it connects: Claude Code `${VAR}` and Cursor
+/// `${env:VAR}` from their environment; VS Code asks for an input once and keeps the answer in
+/// its secret storage (its `${env:…}` is not expanded in headers everywhere); Claude Desktop
+/// expands nothing in its file.
+fn token_value(
+    host: Host,
+    name: &str,
+    token: &LocalToken,
+    token_in: TokenIn,
+) -> Result<(String, Option<Value>)> {
+    Ok(match (token_in, host) {
+        (TokenIn::Entry, _) => (token.value.clone(), None),
+        (TokenIn::Reference, Host::ClaudeCode) => (format!("${{{TOKEN_VARIABLE}}}"), None),
+        (TokenIn::Reference, Host::Cursor) => (format!("${{env:{TOKEN_VARIABLE}}}"), None),
+        (TokenIn::Reference, Host::Vscode) => {
+            let id = token_input_id(name);
+            let input = json!({
+                "type": "promptString",
+                "id": id,
+                "description": format!(
+                    "moat's local token for the server \"{name}\" (the text of its token file)"
+                ),
+                "password": true,
+            });
+            (format!("${{input:{id}}}"), Some(input))
+        }
+        (TokenIn::Reference, Host::ClaudeDesktop) => bail!(
+            "Claude Desktop expands no environment variable in its config file, so this entry \
+             would hold the local token itself; moat writes the token only into Claude Desktop's \
+             own file, which only you may read: leave out --file and MOAT_HOST_CONFIG, or print \
+             the entry without --write and add it by hand"
         ),
-        (Host::Vscode, Launch::Http { url, headers }) => {
-            let mut server = json!({"type": "http", "url": url});
-            if !headers.is_empty() {
-                server["headers"] = header_map(headers);
-            }
-            ("servers", server)
-        }
+    })
+}
+
+/// The id of the VS Code input that asks for the local token.
+fn token_input_id(name: &str) -> String {
+    format!("{name}-token")
+}
+
+/// What the user must do, now that `path` names the local token as `token_in` says.
+pub fn token_note(
+    host: Host,
+    name: &str,
+    path: &Path,
+    token: &LocalToken,
+    token_in: TokenIn,
+) -> String {
+    let path = path.display();
+    let host_name = match host {
+        Host::ClaudeDesktop => "Claude Desktop",
+        Host::ClaudeCode => "Claude Code",
+        Host::Cursor => "Cursor",
+        Host::Vscode => "VS Code",
+    };
+    let export = format!(
+        "export {TOKEN_VARIABLE}=\"$(cat {})\"",
+        shell_quote(&token.file.display().to_string())
+    );
+    match (token_in, host) {
+        (TokenIn::Entry, _) => format!("{path} holds the local token: only you may read it"),
+        (TokenIn::Reference, Host::Vscode) => format!(
+            "{path} holds no token: {host_name} asks for input \"{}\" when it first starts \
+             the server and keeps the answer in its secret storage; give it the text of {}",
+            token_input_id(name),
+            token.file.display()
+        ),
+        (TokenIn::Reference, _) => format!(
+            "{path} holds no token, only a reference to ${TOKEN_VARIABLE}: start {host_name} \
+             with the local token in it, e.g. after `{export}`"
+        ),
     }
 }
 
@@ -124,46 +236,42 @@ fn claude_code_command(name: &str, launch: &Launch) -> Result<String> {
                 words.join(" ")
             ))
         }
-        Launch::Http { url, headers } => {
+        Launch::Http { url, token } => {
             let mut command = format!(
                 "claude mcp add --transport http {} {}",
                 shell_quote(name),
                 shell_quote(url)
             );
-            for (header, value) in headers {
+            if let Some(token) = token {
                 command.push_str(" --header ");
-                command.push_str(&shell_quote(&format!("{header}: {value}")));
+                command.push_str(&shell_quote(&format!(
+                    "Authorization: Bearer {}",
+                    token.value
+                )));
             }
             Ok(command)
         }
     }
 }
 
-fn header_map(headers: &[(String, String)]) -> Value {
-    Value::Object(
-        headers
-            .iter()
-            .map(|(name, value)| (name.clone(), json!(value)))
-            .collect(),
-    )
-}
-
-/// The headers a host sends a moat serving HTTP with `config`: the local token's, unless the
-/// config names other credentials (API keys, OAuth), which the host brings itself.
-pub fn http_headers(
+/// The local token a host needs for a moat serving HTTP with `config`; none when the config
+/// names other credentials (API keys, OAuth), which the host brings itself.
+pub fn local_token(
     config: Option<&Path>,
     token_file: Option<PathBuf>,
-) -> Result<Vec<(String, String)>> {
+) -> Result<Option<LocalToken>> {
     let service = match config {
         Some(config) => moat::serve::config::read_service(config, None)?,
         None => Default::default(),
     };
     if !service.api_keys.is_empty() || service.oauth.is_some() {
-        return Ok(Vec::new());
+        return Ok(None);
     }
-    let path = moat::access::credentials::token_file(token_file, service.token_file)?;
-    let token = moat::access::credentials::local_token(&path)?;
-    Ok(vec![("Authorization".into(), format!("Bearer {token}"))])
+    let file = moat::access::credentials::token_file(token_file, service.token_file)?;
+    let value = moat::access::credentials::local_token(&file)?;
+    // Absolute: the user reads it from wherever the host runs.
+    let file = std::path::absolute(&file).unwrap_or(file);
+    Ok(Some(LocalToken { value, file }))
 }
 
 fn absolute(path: &Path, cwd: &Path) -> String {
@@ -239,12 +347,19 @@ mod tests {
         );
     }
 
+    fn http() -> Launch {
+        Launch::Http {
+            url: "http://127.0.0.1:8080/mcp".into(),
+            token: Some(LocalToken {
+                value: "moat_x".into(),
+                file: "/home/me/.config/moat/http-token".into(),
+            }),
+        }
+    }
+
     #[test]
     fn http_hosts_get_the_url_and_the_token() {
-        let http = Launch::Http {
-            url: "http://127.0.0.1:8080/mcp".into(),
-            headers: vec![("Authorization".into(), "Bearer moat_x".into())],
-        };
+        let http = http();
         let cursor: Value =
             serde_json::from_str(&snippet(Host::Cursor, "moat", &http).unwrap()).unwrap();
         assert_eq!(
@@ -273,5 +388,60 @@ mod tests {
                 "env": {"MOAT_HEADER_0": "Bearer moat_x"},
             })
         );
+    }
+
+    #[test]
+    fn a_shared_file_names_the_token_in_each_hosts_own_syntax() {
+        let header = |host| {
+            let entry = entry(host, "moat", &http(), TokenIn::Reference).unwrap();
+            let server = serde_json::to_string(&entry.server).unwrap();
+            assert!(!server.contains("moat_x"), "{server}");
+            (
+                entry.server["headers"]["Authorization"].clone(),
+                entry.input,
+            )
+        };
+        assert_eq!(
+            header(Host::ClaudeCode),
+            (json!("Bearer ${MOAT_TOKEN}"), None)
+        );
+        assert_eq!(
+            header(Host::Cursor),
+            (json!("Bearer ${env:MOAT_TOKEN}"), None)
+        );
+        let (vscode, input) = header(Host::Vscode);
+        assert_eq!(vscode, "Bearer ${input:moat-token}");
+        let input = input.expect("VS Code asks for the token");
+        assert_eq!(input["id"], "moat-token");
+        assert_eq!(input["password"], true);
+        assert!(!input.to_string().contains("moat_x"));
+        let refused = entry(Host::ClaudeDesktop, "moat", &http(), TokenIn::Reference);
+        assert!(
+            refused
+                .err()
+                .is_some_and(|e| e.to_string().contains("expands no environment variable"))
+        );
+    }
+
+    #[test]
+    fn the_note_says_how_to_give_the_host_the_token() {
+        let Launch::Http {
+            token: Some(token), ..
+        } = http()
+        else {
+            unreachable!()
+        };
+        let note = token_note(
+            Host::ClaudeCode,
+            "moat",
+            Path::new(".mcp.json"),
+            &token,
+            TokenIn::Reference,
+        );
+        assert!(
+            note.contains("export MOAT_TOKEN=\"$(cat /home/me/.config/moat/http-token)\""),
+            "{note}"
+        );
+        assert!(!note.contains("moat_x"));
     }
 }

@@ -15,6 +15,7 @@ mod load;
 pub mod logging;
 mod new;
 mod policy;
+mod replace_file;
 mod serve;
 mod supply;
 pub mod version;
@@ -516,7 +517,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
             let launch = match http {
                 Some(addr) => Launch::Http {
                     url: format!("http://{addr}/mcp"),
-                    headers: hosts::http_headers(config.as_deref(), token_file)?,
+                    token: hosts::local_token(config.as_deref(), token_file)?,
                 },
                 None => Launch::stdio(
                     std::env::current_exe()?,
