@@ -353,3 +353,20 @@ def test_a_hidden_tools_headers_tell_nothing(
     assert answer(MALLORY, "conformance_custom_headers")[1] == -32020
     # …to one who may not, the tool is as absent as one nobody serves.
     assert answer(ALICE, "conformance_custom_headers") == answer(ALICE, "conformance_no_such_tool")
+
+
+def test_a_session_follows_a_bounded_number_of_resources(service: Service) -> None:
+    session = open_session(service, ALICE)
+    headers = {"mcp-session-id": session, "mcp-protocol-version": LEGACY_VERSION}
+
+    def subscribe(n: int) -> Reply:
+        return service.post(request(n, "resources/subscribe", {"uri": f"notebook://notes/n{n}"}),
+                            ALICE, headers)
+
+    for n in range(256):
+        reply = subscribe(n)
+        assert "error" not in reply.message, reply.body
+    refused = subscribe(256)
+    assert "follows 256 resources, as many as it may" in refused.message["error"]["message"]
+    # One already followed may be asked for again.
+    assert "error" not in subscribe(0).message
