@@ -111,7 +111,9 @@ struct IntrospectionEntry {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct AccessEntry {
-    /// The principal's name: `key:NAME`, a token's `sub`, `local`, `stdio`.
+    /// The principal's name: `key:NAME` (an API key), `local` (the local token), `stdio`, a
+    /// token's `sub` (`sub:SUB` when the `sub` has a `:` or is one of those names), else
+    /// `client:CLIENT_ID`.
     principal: Option<String>,
     /// An API key's name.
     key: Option<String>,
@@ -121,7 +123,8 @@ pub(super) struct AccessEntry {
     client_id: Option<String>,
     /// A scope the token carries.
     scope: Option<String>,
-    /// A group (`groups` or `roles` claim) the token names.
+    /// A group (`groups` or `roles` claim) the token names; a claim that is one string is one
+    /// group.
     group: Option<String>,
     /// Tools the rule gives, by MCP name (`notes_*`), or whole plugins (`plugin:notes`).
     #[serde(default)]

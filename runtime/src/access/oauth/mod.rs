@@ -130,7 +130,7 @@ impl OAuth {
                 .ask(&self.http, &endpoint, client, token, &self.settings)
                 .await?
         };
-        let principal = claims.principal();
+        let principal = claims.principal()?;
         let missing: Vec<String> = self
             .settings
             .required_scopes
