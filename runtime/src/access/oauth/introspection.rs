@@ -21,6 +21,7 @@ use tokio::sync::Semaphore;
 
 use crate::access::Via;
 use crate::access::credentials::digest;
+use crate::access::oauth::body::read_capped;
 use crate::access::oauth::claims::Claims;
 use crate::access::oauth::{Settings, TokenError};
 
@@ -210,9 +211,8 @@ async fn query(
     if !response.status().is_success() {
         return Err(unavailable(format!("HTTP {}", response.status())));
     }
-    response
-        .json::<Map<String, Value>>()
-        .await
+    let body = read_capped(response).await.map_err(unavailable)?;
+    serde_json::from_slice(&body)
         .map_err(|e| unavailable(format!("not an introspection answer: {e}")))
 }
 

@@ -10,6 +10,8 @@ use anyhow::{Context, Result, bail};
 use serde::Deserialize;
 use tokio::sync::Mutex;
 
+use crate::access::oauth::body::read_capped;
+
 /// The metadata once fetched, and the last failure to fetch it.
 pub struct IssuerMetadata {
     fetched: OnceLock<Metadata>,
@@ -96,7 +98,8 @@ impl Metadata {
         if !response.status().is_success() {
             bail!("HTTP {}", response.status());
         }
-        response.json().await.context("not the metadata JSON")
+        let body = read_capped(response).await.map_err(anyhow::Error::msg)?;
+        serde_json::from_slice(&body).context("not the metadata JSON")
     }
 }
 

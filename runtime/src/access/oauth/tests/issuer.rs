@@ -28,6 +28,8 @@ pub const AUDIENCE: &str = "https://tools.example.com/mcp";
 pub struct Key {
     pub kid: String,
     pub encoding: EncodingKey,
+    /// The public key, PEM: what an attacker has.
+    pub public_pem: Vec<u8>,
     pub jwk: Value,
 }
 
@@ -58,6 +60,7 @@ fn new_key(kid: &str) -> Key {
         b"",
     );
     let der = openssl(&["rsa", "-traditional", "-outform", "DER"], &private);
+    let public_pem = openssl(&["rsa", "-pubout"], &private);
     let modulus = String::from_utf8(openssl(&["rsa", "-noout", "-modulus"], &private)).unwrap();
     let hex = modulus.trim().strip_prefix("Modulus=").unwrap();
     let n: Vec<u8> = (0..hex.len())
@@ -67,6 +70,7 @@ fn new_key(kid: &str) -> Key {
     Key {
         kid: kid.into(),
         encoding: EncodingKey::from_rsa_der(&der),
+        public_pem,
         jwk: json!({"kty": "RSA", "kid": kid, "alg": "RS256", "use": "sig",
                     "n": URL_SAFE_NO_PAD.encode(n), "e": "AQAB"}),
     }
@@ -179,6 +183,17 @@ pub fn sign(key: &Key, claims: &Value) -> String {
     let mut header = Header::new(Algorithm::RS256);
     header.kid = Some(key.kid.clone());
     jsonwebtoken::encode(&header, claims, &key.encoding).unwrap()
+}
+
+/// A JWT put together by hand: any header, any signature.
+pub fn forge(header: &Value, claims: &Value, signature: &[u8]) -> String {
+    let part = |value: &Value| URL_SAFE_NO_PAD.encode(value.to_string());
+    format!(
+        "{}.{}.{}",
+        part(header),
+        part(claims),
+        URL_SAFE_NO_PAD.encode(signature)
+    )
 }
 
 type Shared = (String, Arc<Behaviour>);

@@ -2,5 +2,6 @@
 //! ([`issuer`]): what each is refused for, and what it costs the issuer.
 
 mod issuer;
+mod jwt;
 mod metadata;
 mod opaque;
