@@ -90,6 +90,16 @@ class AuthServer:
         with urllib.request.urlopen(request, timeout=30) as response:
             return json.loads(response.read())
 
+    def sign(self, claims: dict[str, Any]) -> str:
+        """A JWT of exactly `claims`, signed by the key this server signs its tokens with."""
+        return self.control("sign", {"claims": claims})["token"]
+
+    def claims(self, resource: str, **changes: Any) -> dict[str, Any]:
+        """What a good token for `resource` says, with `changes`."""
+        now = int(time.time())
+        return {"iss": self.issuer, "aud": resource, "sub": "alice", "client_id": "alice",
+                "iat": now, "exp": now + 300, "scope": "tools", "groups": ["eng"], **changes}
+
     def revoke(self, client: str, token: str) -> None:
         secret = next(c["client_secret"] for c in CLIENTS if c["client_id"] == client)
         form = urllib.parse.urlencode({"token": token, "client_id": client, "client_secret": secret})
@@ -301,7 +311,20 @@ def test_an_expired_token_is_refused(setup: tuple[AuthServer, Moat]) -> None:
     assert status == 401 and "expired" in json.loads(body)["error_description"], body
 
 
-def test_a_token_from_another_issuer_is_refused(
+def test_a_token_from_another_issuer_is_refused(setup: tuple[AuthServer, Moat]) -> None:
+    """Signed by the very key moat trusts, so only `iss` can refuse it."""
+    auth, moat = setup
+    assert mcp_post(moat.url, auth.sign(auth.claims(moat.url)))[0] == 200
+    for other in ["http://127.0.0.1:1", auth.issuer + "/", None]:
+        claims = auth.claims(moat.url, iss=other)
+        if other is None:
+            del claims["iss"]
+        status, _, body = mcp_post(moat.url, auth.sign(claims))
+        assert status == 401, body
+        assert ("another issuer (iss)" if other else "no `iss` claim") in json.loads(body)["error_description"]
+
+
+def test_a_token_signed_by_another_servers_key_is_refused(
     setup: tuple[AuthServer, Moat], node_tools: Path, tmp_path: Path
 ) -> None:
     _, moat = setup
@@ -313,6 +336,25 @@ def test_a_token_from_another_issuer_is_refused(
     status, _, body = mcp_post(moat.url, token)
     assert status == 401, body
     assert "does not publish" in json.loads(body)["error_description"]
+
+
+@pytest.mark.parametrize("sub", ["key:ci", "local"])
+async def test_a_token_whose_sub_names_an_api_key_or_the_local_token_is_neither(
+    setup: tuple[AuthServer, Moat], sub: str
+) -> None:
+    """Its holder gets neither their tools nor their quota."""
+    auth, moat = setup
+    token = auth.sign(auth.claims(moat.url, sub=sub, client_id="mallory", groups=[]))
+    assert await tool_names(moat.url, token, LEGACY) == []
+    # The CI key has 20 requests a minute; this token is not the CI key.
+    assert [mcp_post(moat.url, token)[0] for _ in range(25)] == [200] * 25
+
+
+async def test_one_group_string_is_one_group(setup: tuple[AuthServer, Moat]) -> None:
+    """`"groups": "Finance eng"` names the group `Finance eng`, not `eng`."""
+    auth, moat = setup
+    assert await tool_names(moat.url, auth.sign(auth.claims(moat.url, groups="Finance eng")), LEGACY) == []
+    assert "echo_echo" in await tool_names(moat.url, auth.sign(auth.claims(moat.url, groups="eng")), LEGACY)
 
 
 @pytest.mark.parametrize("mode", MODES)

@@ -38,6 +38,9 @@
 //       store is shared by the old and new provider).
 //   /_test/down, /_test/up             the JWKS endpoint answers 503 while down.
 //   /_test/slow {"ms": 5000}           the JWKS endpoint answers after ms ({"ms": 0} undoes).
+//   /_test/sign {"claims": {...}}      {"token": a JWT of exactly these claims, signed (RS256)
+//       by the current key and naming its kid}: tokens no grant would issue, for the tests
+//       of what moat refuses.
 import * as crypto from 'node:crypto';
 import * as fs from 'node:fs';
 import * as http from 'node:http';
@@ -121,6 +124,13 @@ let handler;
 let down = false;
 let slowMs = 0;
 
+function sign(key, claims) {
+  const part = (value) => Buffer.from(JSON.stringify(value)).toString('base64url');
+  const input = `${part({ alg: 'RS256', typ: 'at+jwt', kid: key.kid })}.${part(claims)}`;
+  const privateKey = crypto.createPrivateKey({ key, format: 'jwk' });
+  return `${input}.${crypto.sign('sha256', Buffer.from(input), privateKey).toString('base64url')}`;
+}
+
 async function readJson(req) {
   let body = '';
   for await (const chunk of req) body += chunk;
@@ -148,6 +158,7 @@ async function control(req, res, issuer) {
     case '/_test/down': down = true; break;
     case '/_test/up': down = false; break;
     case '/_test/slow': slowMs = Number(body.ms ?? 0); break;
+    case '/_test/sign': return reply(res, 200, { token: sign(keys[0], body.claims ?? {}) });
     default: return reply(res, 404, { error: 'not_found' });
   }
   log(req.url, { down, slowMs });

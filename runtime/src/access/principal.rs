@@ -36,8 +36,9 @@ impl Via {
 /// facts tool-set rules match.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Principal {
-    /// `key:NAME` for an API key, the token's `sub` (else `client:CLIENT_ID`) for OAuth,
-    /// `local` for the local token, `stdio` or `anonymous`.
+    /// `key:NAME` for an API key, `local` for the local token, `stdio` or `anonymous`; for an
+    /// OAuth token its `sub`, as `sub:SUB` when the `sub` has a `:` or is one of those names
+    /// (else `client:CLIENT_ID`): no two authenticators' principals share a name.
     pub name: String,
     pub via: Via,
     /// The API key's name.

@@ -35,7 +35,8 @@ impl Pattern {
 /// The conditions a rule puts on a principal; each given one must hold, each a glob.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Who {
-    /// The principal's name (`key:ci`, a `sub`, `local`, `stdio`).
+    /// The principal's name (`key:ci`, `local`, `stdio`, a token's `sub`, or `sub:SUB` for a
+    /// `sub` that has a `:` or is one of those names).
     pub principal: Option<String>,
     /// The API key's name.
     pub key: Option<String>,
@@ -176,5 +177,55 @@ mod tests {
         assert!(sets.allows(&admin, "shapes", "shapes_area"));
         assert!(!sets.allows(&admin, "notes", "notes_delete"));
         assert!(!sets.allows(&Principal::local(), "echo", "echo_repeat"));
+    }
+
+    #[test]
+    fn a_token_whose_sub_names_an_api_key_gets_no_rule_of_that_key() {
+        let token = |sub: &str| {
+            let values = serde_json::json!({"sub": sub, "groups": "Finance Admins"});
+            crate::access::oauth::claims::Claims {
+                via: crate::access::Via::Jwt,
+                values: values.as_object().unwrap().clone(),
+            }
+            .principal()
+            .unwrap()
+        };
+        let only = |who: Who| ToolSets {
+            rules: vec![rule(who, &["*"], &[])],
+            denied: vec![],
+        };
+        let by_principal = |name: &str| {
+            only(Who {
+                principal: Some(name.into()),
+                ..Who::default()
+            })
+        };
+        let ci_key = only(Who {
+            key: Some("ci".into()),
+            ..Who::default()
+        });
+        for sets in [&ci_key, &by_principal("key:ci"), &by_principal("key:*")] {
+            assert!(sets.allows(&Principal::api_key("ci"), "echo", "echo_echo"));
+            assert!(!sets.allows(&token("key:ci"), "echo", "echo_echo"));
+        }
+        assert!(by_principal("local").allows(&Principal::local(), "echo", "echo_echo"));
+        assert!(!by_principal("local").allows(&token("local"), "echo", "echo_echo"));
+        // Each kind can still be named: the token by its escaped name or by its subject.
+        assert!(by_principal("sub:key:ci").allows(&token("key:ci"), "echo", "echo_echo"));
+        let by_subject = only(Who {
+            subject: Some("key:ci".into()),
+            ..Who::default()
+        });
+        assert!(by_subject.allows(&token("key:ci"), "echo", "echo_echo"));
+        assert!(!by_subject.allows(&Principal::api_key("ci"), "echo", "echo_echo"));
+        // One string is one group.
+        let group = |name: &str| {
+            only(Who {
+                group: Some(name.into()),
+                ..Who::default()
+            })
+        };
+        assert!(!group("Admins").allows(&token("alice"), "echo", "echo_echo"));
+        assert!(group("Finance Admins").allows(&token("alice"), "echo", "echo_echo"));
     }
 }

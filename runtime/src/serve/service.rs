@@ -104,6 +104,11 @@ struct IntrospectionEntry {
     /// late. 0 asks every time.
     #[schemars(extend("default" = 30))]
     cache_seconds: Option<u64>,
+    /// Questions a second about tokens moat has no answer for (a second's worth may come at
+    /// once); beyond it such a token gets 503 without the issuer being asked, so that made-up
+    /// tokens cannot make moat flood it.
+    #[schemars(extend("default" = 50), range(min = 1))]
+    max_per_second: Option<u32>,
 }
 
 /// `[[access]]`: one rule from callers to tools. Every condition given must hold for the rule
@@ -111,7 +116,9 @@ struct IntrospectionEntry {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct AccessEntry {
-    /// The principal's name: `key:NAME`, a token's `sub`, `local`, `stdio`.
+    /// The principal's name: `key:NAME` (an API key), `local` (the local token), `stdio`, a
+    /// token's `sub` (`sub:SUB` when the `sub` has a `:` or is one of those names), else
+    /// `client:CLIENT_ID`.
     principal: Option<String>,
     /// An API key's name.
     key: Option<String>,
@@ -121,7 +128,8 @@ pub(super) struct AccessEntry {
     client_id: Option<String>,
     /// A scope the token carries.
     scope: Option<String>,
-    /// A group (`groups` or `roles` claim) the token names.
+    /// A group (`groups` or `roles` claim) the token names; a claim that is one string is one
+    /// group.
     group: Option<String>,
     /// Tools the rule gives, by MCP name (`notes_*`), or whole plugins (`plugin:notes`).
     #[serde(default)]
@@ -343,6 +351,11 @@ fn oauth_settings(
             client_id: i.client_id,
             client_secret: expand(&i.client_secret).context("introspection client_secret")?,
             cache: Duration::from_secs(i.cache_seconds.unwrap_or(30)),
+            max_per_second: match i.max_per_second {
+                Some(0) => bail!("introspection max_per_second must be at least 1"),
+                Some(n) => n,
+                None => introspection::DEFAULT_MAX_PER_SECOND,
+            },
         }),
         None => None,
     };

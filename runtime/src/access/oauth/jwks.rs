@@ -22,6 +22,7 @@ use tokio::sync::{Mutex, RwLock};
 
 use crate::access::Via;
 use crate::access::credentials::digest;
+use crate::access::oauth::body::read_capped;
 use crate::access::oauth::claims::Claims;
 use crate::access::oauth::{Settings, TokenError};
 
@@ -29,8 +30,6 @@ use crate::access::oauth::{Settings, TokenError};
 pub const DEFAULT_COOLDOWN: Duration = Duration::from_secs(10);
 /// A key set older than this is fetched again before use.
 pub const MAX_AGE: Duration = Duration::from_secs(15 * 60);
-/// The largest key set read.
-const MAX_JWKS_BYTES: usize = 1 << 20;
 /// Verified tokens kept at most; past this the cache starts over.
 const MAX_VERIFIED: usize = 10_000;
 
@@ -219,16 +218,7 @@ async fn fetch(http: &reqwest::Client, uri: &str) -> Result<Vec<Key>, String> {
     if !response.status().is_success() {
         return Err(format!("HTTP {}", response.status()));
     }
-    if response
-        .content_length()
-        .is_some_and(|n| n > MAX_JWKS_BYTES as u64)
-    {
-        return Err("the key set is larger than 1 MiB".into());
-    }
-    let bytes = response.bytes().await.map_err(|e| e.to_string())?;
-    if bytes.len() > MAX_JWKS_BYTES {
-        return Err("the key set is larger than 1 MiB".into());
-    }
+    let bytes = read_capped(response).await?;
     let set: Value = serde_json::from_slice(&bytes).map_err(|e| format!("not JSON: {e}"))?;
     let listed = set
         .get("keys")

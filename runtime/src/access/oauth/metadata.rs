@@ -1,8 +1,62 @@
 //! The authorization server's metadata: RFC 8414 `/.well-known/oauth-authorization-server`,
 //! else OpenID Connect discovery, whose `issuer` must be the one configured (RFC 8414 §3.3).
+//! It is fetched once it is first needed and kept; after a failed fetch the next waits a
+//! cooldown, so that while the issuer is down a request costs it nothing (nor waits on it).
+
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use serde::Deserialize;
+use tokio::sync::Mutex;
+
+use crate::access::oauth::body::read_capped;
+
+/// The metadata once fetched, and the last failure to fetch it.
+pub struct IssuerMetadata {
+    fetched: OnceLock<Metadata>,
+    /// When the last fetch failed, and why; held by the one request fetching.
+    last_failure: Mutex<Option<(Instant, String)>>,
+    /// The least time between a failed fetch and the next.
+    cooldown: Duration,
+}
+
+impl IssuerMetadata {
+    pub fn new(cooldown: Duration) -> Self {
+        Self {
+            fetched: OnceLock::new(),
+            last_failure: Mutex::new(None),
+            cooldown,
+        }
+    }
+
+    /// The issuer's metadata: fetched if no fetch has succeeded yet, unless the last one failed
+    /// less than the cooldown ago (then its failure stands).
+    pub async fn get(&self, http: &reqwest::Client, issuer: &str) -> Result<&Metadata, String> {
+        if let Some(metadata) = self.fetched.get() {
+            return Ok(metadata);
+        }
+        let mut last_failure = self.last_failure.lock().await;
+        // Another request may have fetched it while this one waited.
+        if let Some(metadata) = self.fetched.get() {
+            return Ok(metadata);
+        }
+        if let Some((at, why)) = &*last_failure
+            && at.elapsed() < self.cooldown
+        {
+            return Err(why.clone());
+        }
+        match Metadata::fetch(http, issuer).await {
+            Ok(metadata) => Ok(self.fetched.get_or_init(|| metadata)),
+            Err(error) => {
+                let why = format!("{error:#}");
+                tracing::warn!("{why}");
+                *last_failure = Some((Instant::now(), why.clone()));
+                Err(why)
+            }
+        }
+    }
+}
 
 #[derive(Clone, Debug, Deserialize)]
 pub struct Metadata {
@@ -44,7 +98,8 @@ impl Metadata {
         if !response.status().is_success() {
             bail!("HTTP {}", response.status());
         }
-        response.json().await.context("not the metadata JSON")
+        let body = read_capped(response).await.map_err(anyhow::Error::msg)?;
+        serde_json::from_slice(&body).context("not the metadata JSON")
     }
 }
 

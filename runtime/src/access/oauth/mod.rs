@@ -5,20 +5,22 @@
 //! OpenID discovery) says where both are, and is fetched on first use, so that moat starts while
 //! its authorization server is down and recovers when it returns.
 
+mod body;
 pub mod claims;
 pub mod introspection;
 pub mod jwks;
 mod metadata;
+#[cfg(test)]
+mod tests;
 
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
-use tokio::sync::OnceCell;
 
 use crate::access::Principal;
 use crate::access::oauth::introspection::Introspection;
 use crate::access::oauth::jwks::Jwks;
-use crate::access::oauth::metadata::Metadata;
+use crate::access::oauth::metadata::{IssuerMetadata, Metadata};
 
 /// How long moat waits for the authorization server: a slow one delays only the requests that
 /// need it, and not for long.
@@ -39,7 +41,8 @@ pub struct Settings {
     pub introspection: Option<introspection::Client>,
     /// Clock skew allowed on `exp` and `nbf`.
     pub leeway: Duration,
-    /// The least time between two fetches of the issuer's keys.
+    /// The least time between two fetches of the issuer's keys, and between a failed fetch of
+    /// its metadata and the next.
     pub jwks_cooldown: Duration,
 }
 
@@ -58,7 +61,7 @@ pub enum TokenError {
 pub struct OAuth {
     settings: Settings,
     http: reqwest::Client,
-    metadata: OnceCell<Metadata>,
+    metadata: IssuerMetadata,
     jwks: Jwks,
     introspection: Introspection,
 }
@@ -78,19 +81,25 @@ impl OAuth {
             .context("setting up the HTTP client for the authorization server")?;
         Ok(Self {
             jwks: Jwks::new(settings.jwks_cooldown),
-            introspection: Introspection::default(),
+            metadata: IssuerMetadata::new(settings.jwks_cooldown),
+            introspection: Introspection::new(
+                settings
+                    .introspection
+                    .as_ref()
+                    .map_or(introspection::DEFAULT_MAX_PER_SECOND, |c| c.max_per_second),
+            ),
             settings,
             http,
-            metadata: OnceCell::new(),
         })
     }
 
-    /// The issuer's metadata, fetched once it is first needed (and again after a failure).
+    /// The issuer's metadata, fetched once it is first needed (and again after a failure, at
+    /// most once per cooldown).
     async fn metadata(&self) -> Result<&Metadata, TokenError> {
         self.metadata
-            .get_or_try_init(|| Metadata::fetch(&self.http, &self.settings.issuer))
+            .get(&self.http, &self.settings.issuer)
             .await
-            .map_err(|e| TokenError::Unavailable(format!("{e:#}")))
+            .map_err(TokenError::Unavailable)
     }
 
     /// The principal `token` stands for.
@@ -130,7 +139,7 @@ impl OAuth {
                 .ask(&self.http, &endpoint, client, token, &self.settings)
                 .await?
         };
-        let principal = claims.principal();
+        let principal = claims.principal()?;
         let missing: Vec<String> = self
             .settings
             .required_scopes
