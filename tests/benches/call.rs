@@ -15,8 +15,9 @@
 //! some other plugin's limit turned metering on for the whole engine: the same calls on moat's
 //! engine with and without `consume_fuel`.
 //!
-//! Run with `./dev bench` (or `cargo bench -p moat-tests --bench call`); `MOAT_BENCH_CALLS` sets
-//! the number of calls per measurement (default 20000).
+//! Run with `cargo bench -p moat-tests --bench call` (not part of `./dev bench`, which runs the
+//! harness in `tests/perf/`); `MOAT_BENCH_CALLS` sets the number of calls per measurement
+//! (default 20000).
 
 use std::time::{Duration, Instant};
 

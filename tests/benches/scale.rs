@@ -8,8 +8,9 @@
 //!   `tools/list` pages of 100, each tool turned into its MCP form and every page serialized to
 //!   JSON, as the server does; in-process, without a transport.
 //!
-//! Run with `./dev bench` (or `cargo bench -p moat-tests --bench scale`); `MOAT_BENCH_LISTINGS`
-//! sets the number of full listings measured (default 200).
+//! Run with `cargo bench -p moat-tests --bench scale` (not part of `./dev bench`, which runs the
+//! harness in `tests/perf/`); `MOAT_BENCH_LISTINGS` sets the number of full listings measured
+//! (default 200).
 
 use std::path::Path;
 use std::sync::Arc;

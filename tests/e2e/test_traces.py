@@ -6,6 +6,7 @@ OpenTelemetry project's protobuf definitions (`opentelemetry-proto`)."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import threading
@@ -25,19 +26,23 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 from support import MODES, assert_text_only, free_port, http_transport, stop, wait_for_port
 
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
+# Where an OTLP/HTTP exporter sends when no endpoint is given (http://localhost:4318).
+OTLP_DEFAULT_PORT = 4318
 PARENT_ID = "00f067aa0ba902b7"
 
 
 class Receiver:
     """Collects the spans POSTed to /v1/traces."""
 
-    def __init__(self) -> None:
+    def __init__(self, port: int = 0) -> None:
         self.spans: list[Any] = []
         self.resources: list[Any] = []
+        self.requests = 0
         receiver = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:  # noqa: N802 (the http.server name)
+                receiver.requests += 1
                 body = self.rfile.read(int(self.headers["content-length"]))
                 request = ExportTraceServiceRequest.FromString(body)
                 for resource_spans in request.resource_spans:
@@ -54,7 +59,7 @@ class Receiver:
             def log_message(self, *args: Any) -> None:
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
@@ -133,14 +138,26 @@ async def test_each_call_is_a_span_under_the_callers_trace(
 async def test_traces_are_off_unless_asked_for(
     moat_bin: Path, plugin: Callable[[str], Path], receiver: Receiver, tmp_path: Path
 ) -> None:
+    # A collector where an exporter nobody configured sends: OTLP/HTTP's default endpoint.
+    try:
+        default = Receiver(OTLP_DEFAULT_PORT)
+    except OSError as error:
+        pytest.fail(f"this test needs 127.0.0.1:{OTLP_DEFAULT_PORT}, OTLP's default port, free: {error}")
+    # Quick batches, so spans sent unasked would arrive while the test looks.
     env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    env["OTEL_BSP_SCHEDULE_DELAY"] = "100"
     params = StdioServerParameters(command=str(moat_bin), args=["serve", str(plugin("echo"))], env=env)
-    with (tmp_path / "stderr").open("w") as errlog:
-        async with Client(stdio_client(params, errlog=errlog), mode=MODES[0]) as client:
-            await client.call_tool("echo_echo", {"message": "untraced"})
+    try:
+        with (tmp_path / "stderr").open("w") as errlog:
+            async with Client(stdio_client(params, errlog=errlog), mode=MODES[0]) as client:
+                await client.call_tool("echo_echo", {"message": "untraced"})
+                await asyncio.sleep(1)
+        assert default.requests == 0 and not default.spans, "spans were sent without being asked for"
+    finally:
+        default.server.shutdown()
+        default.server.server_close()
     # Over stdio too, when asked for: the endpoint from the environment.
     env["OTEL_EXPORTER_OTLP_ENDPOINT"] = receiver.url
-    env["OTEL_BSP_SCHEDULE_DELAY"] = "100"
     params = StdioServerParameters(command=str(moat_bin), args=["serve", str(plugin("echo"))], env=env)
     with (tmp_path / "stderr").open("a") as errlog:
         async with Client(stdio_client(params, errlog=errlog), mode=MODES[0]) as client:

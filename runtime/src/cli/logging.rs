@@ -1,10 +1,13 @@
-//! Where moat's log goes and how much of it: stderr, at the level `-q`/`-v` or `MOAT_LOG` sets.
+//! Where moat's log goes and how much of it: stderr, at the level `-q`/`-v` or `MOAT_LOG` sets,
+//! one line per event whatever callers put in it.
 
 use anyhow::{Context, Result};
 use tracing_subscriber::EnvFilter;
 use tracing_subscriber::fmt::MakeWriter;
 
 use moat::supply::source::Progress;
+
+use crate::cli::one_line::EscapedFields;
 
 /// Targets kept quiet unless a filter names them: rmcp logs every message it receives (debug
 /// structs at info), a line per request of every caller; the TLS verifier logs a refused
@@ -19,6 +22,7 @@ pub fn init(verbosity: i8) -> Result<()> {
         _ => parse(level_for(verbosity))?,
     };
     tracing_subscriber::fmt()
+        .fmt_fields(EscapedFields::default())
         .with_writer(Stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_env_filter(filter)

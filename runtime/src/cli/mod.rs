@@ -14,6 +14,7 @@ mod lint;
 mod load;
 pub mod logging;
 mod new;
+mod one_line;
 mod policy;
 mod replace_file;
 mod serve;
