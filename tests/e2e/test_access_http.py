@@ -1,7 +1,7 @@
 """`[[access]]` over HTTP beyond tools: two callers, each with its own API key and its own set of
 plugins, in both protocol eras. A caller neither lists, gets, reads nor completes another
 plugin's prompts and resources, nor hears of its resources' changes; another caller's task is
-as unknown to it as a task that never was.
+as unknown to it as a task that never was; `/metrics` beside `/mcp` wants a credential.
 
 The caller `a` has the `notebook` plugin (prompts, resources, a template, completions, a tool
 that asks) and the conformance plugin, served as `jobs` (tools that go on as tasks); the
@@ -281,3 +281,27 @@ def test_another_callers_task_is_as_unknown_as_a_missing_one(server: HttpServer,
     owner.result("tasks/update", {"taskId": task_id, "inputResponses": ACCEPT})
     done = owner.task_once(task_id, "completed")
     assert done["result"]["content"][0]["text"] == "Deleted plans.txt.", done
+
+
+# --- /metrics ---------------------------------------------------------------------------------
+
+
+def test_metrics_beside_mcp_want_a_credential(server: HttpServer) -> None:
+    def get(headers: dict[str, str]) -> tuple[int, dict[str, str], str]:
+        connection = server.connection()
+        try:
+            connection.request("GET", "/metrics", headers=headers)
+            response = connection.getresponse()
+            return response.status, {k.lower(): v for k, v in response.getheaders()}, response.read().decode()
+        finally:
+            connection.close()
+
+    for headers in [{}, {"Authorization": "Bearer moat_e2e_not_a_key_0123456789abcdef"}]:
+        status, answered, body = get(headers)
+        assert status == 401, body
+        assert answered["www-authenticate"].startswith("Bearer"), answered
+        assert "moat_calls_total" not in body
+    status, answered, body = get(bearer("a"))
+    assert status == 200, body
+    assert answered["content-type"].startswith("application/openmetrics-text"), answered
+    assert "moat_plugins_loaded 2" in body and body.endswith("# EOF\n")
