@@ -1,7 +1,9 @@
 """`[[access]]` over HTTP beyond tools: two callers, each with its own API key and its own set of
 plugins, in both protocol eras. A caller neither lists, gets, reads nor completes another
 plugin's prompts and resources, nor hears of its resources' changes; another caller's task is
-as unknown to it as a task that never was; `/metrics` beside `/mcp` wants a credential.
+as unknown to it as a task that never was; `/metrics` beside `/mcp` wants a credential. And the
+sealed `requestState` of a 2026-07-28 call that asks the client something: one past its time,
+one over its size or one altered is refused, each with its own reason.
 
 The caller `a` has the `notebook` plugin (prompts, resources, a template, completions, a tool
 that asks) and the conformance plugin, served as `jobs` (tools that go on as tasks); the
@@ -12,9 +14,12 @@ serves: a hidden thing is as unknown as a missing one.
 from __future__ import annotations
 
 import asyncio
+import base64
 import hashlib
+import hmac
 import itertools
 import json
+import struct
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -31,6 +36,8 @@ KEYS = {
     "a": "moat_e2e_access_a_0123456789abcdefghijklmnop",
     "b": "moat_e2e_access_b_0123456789abcdefghijklmnop",
 }
+# What seals request states; known here, so that the tests can seal states as moat does.
+STATE_KEY = "the request-state key of the access tests, 32+ bytes"
 
 CAPABILITIES = "io.modelcontextprotocol/clientCapabilities"
 TASKS = {"elicitation": {}, "extensions": {"io.modelcontextprotocol/tasks": {}}}
@@ -59,6 +66,7 @@ def server(notes: Path, moat_bin: Path, plugin: Callable[[str], Path]) -> Iterat
         f'files = [{{ host = {json.dumps(str(notes))}, guest = "/notes", mode = "rw" }}]\n'
         f"[plugins.jobs]\npath = {json.dumps(str(plugin('conformance')))}\n"
         f"[auth]\napi_keys = {{ {hashes} }}\n"
+        f"[http]\nrequest_state_key = {json.dumps(STATE_KEY)}\n"
         '[[access]]\nkey = "a"\nallow = ["plugin:notebook", "plugin:jobs"]\n'
         '[[access]]\nkey = "b"\nallow = ["plugin:jobs"]\n'
     )
@@ -305,3 +313,128 @@ def test_metrics_beside_mcp_want_a_credential(server: HttpServer) -> None:
     assert status == 200, body
     assert answered["content-type"].startswith("application/openmetrics-text"), answered
     assert "moat_plugins_loaded 2" in body and body.endswith("# EOF\n")
+
+
+# --- The sealed request state -----------------------------------------------------------------
+
+
+def b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def unb64(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+def seal(rounds: list[Any], expires_ms: int, name: str, arguments: dict[str, Any], principal: str) -> str:
+    """A state as a moat with STATE_KEY seals it: the rounds as JSON after their expiry (ms since
+    the epoch), HMAC'd together with a digest of the request it is bound to."""
+    canonical = json.dumps(arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    digest = hashlib.sha256()
+    for part in ["tools/call", name, canonical, principal]:
+        digest.update(struct.pack(">Q", len(part.encode())) + part.encode())
+    bound = digest.digest()
+    body = struct.pack(">q", expires_ms) + json.dumps(rounds, separators=(",", ":")).encode()
+    message = b"rmcp/mrtr/request-state/v1" + struct.pack(">Q", len(bound)) + bound + body
+    tag = hmac.new(STATE_KEY.encode(), message, hashlib.sha256).digest()
+    return f"rs1.{b64(body)}.{b64(tag)}"
+
+
+def expiry_of(state: str) -> int:
+    return struct.unpack(">q", unb64(state.split(".")[1])[:8])[0]
+
+
+def delete(server: HttpServer, name: str, **params: Any) -> dict[str, Any]:
+    """A 2026-07-28 call of `notebook_delete_note` by `a`, declaring elicitation."""
+    meta = {**MODERN_META, CAPABILITIES: {"elicitation": {}}}
+    message = request(1, "tools/call", {"name": "notebook_delete_note", "arguments": {"name": name},
+                                        "_meta": meta, **params})
+    headers = {**bearer("a"), **modern_headers("tools/call", "notebook_delete_note")}
+    return server.post(message, headers).message
+
+
+def first_state(server: HttpServer, name: str) -> str:
+    asked = delete(server, name)["result"]
+    assert asked["resultType"] == "input_required", asked
+    return asked["requestState"]
+
+
+def test_a_state_lives_ten_minutes_and_an_expired_one_is_refused(server: HttpServer, notes: Path) -> None:
+    (notes / "expiring.md").write_text("soon gone")
+    before = time.time() * 1000
+    state = first_state(server, "expiring")
+    expires = expiry_of(state)
+    assert before + 600_000 <= expires <= time.time() * 1000 + 600_000
+    # What seal() makes is what moat makes: only the expiry differs below.
+    arguments = {"name": "expiring"}
+    assert seal([], expires, "notebook_delete_note", arguments, "key:a") == state
+
+    expired = seal([], int(time.time() * 1000) - 1, "notebook_delete_note", arguments, "key:a")
+    refused = delete(server, "expiring", requestState=expired, inputResponses=ACCEPT)
+    assert refused.get("error") == {
+        "code": -32602,
+        "message": "requestState was not issued for this request, was altered or has expired "
+                   "(request state has expired)",
+    }, refused
+    assert (notes / "expiring.md").exists()
+
+    fresh = seal([], int(time.time() * 1000) + 60_000, "notebook_delete_note", arguments, "key:a")
+    done = delete(server, "expiring", requestState=fresh, inputResponses=ACCEPT)
+    assert done["result"]["content"][0]["text"] == 'Deleted note "expiring".', done
+    assert not (notes / "expiring.md").exists()
+
+
+def test_a_state_over_its_size_is_refused_though_sealed_right(server: HttpServer, notes: Path) -> None:
+    (notes / "large.md").write_text("kept")
+    # One round answering the question the delete asks, padded past the 512 KiB a state may be.
+    answer = {"action": "accept", "content": {"confirm": True}, "_meta": {"padding": "x" * 400_000}}
+    expires = int(time.time() * 1000) + 60_000
+    large = seal([[["confirm", answer]]], expires, "notebook_delete_note", {"name": "large"}, "key:a")
+    assert len(large) > 512 * 1024
+    refused = delete(server, "large", requestState=large)
+    assert refused.get("error") == {"code": -32602, "message": "requestState is too large"}, refused
+    assert (notes / "large.md").exists()
+
+
+def test_answers_too_large_to_seal_end_the_call(server: HttpServer) -> None:
+    """The first of two rounds answered with more than a state may keep: the second round
+    cannot be handed out."""
+    meta = {**MODERN_META, CAPABILITIES: {"elicitation": {}}}
+    tool = "jobs_input_required_result_multi_round"
+    answer = {"step1": {"action": "accept", "content": {"name": "n" * 300_000}}}
+    message = request(1, "tools/call", {"name": tool, "arguments": {}, "_meta": meta, "inputResponses": answer})
+    reply = server.post(message, {**bearer("b"), **modern_headers("tools/call", tool)}).message
+    assert reply["error"] == {
+        "code": -32603,
+        "message": "the client's answers are more than the 262144 bytes a call may keep",
+    }, reply
+
+
+def test_an_altered_state_or_another_callers_is_refused(server: HttpServer, notes: Path) -> None:
+    (notes / "altered.md").write_text("kept")
+    state = first_state(server, "altered")
+    version, body, tag = state.split(".")
+    # The same rounds, with a later expiry, under the old tag.
+    later = b64(struct.pack(">q", expiry_of(state) + 3_600_000) + unb64(body)[8:])
+    refused = delete(server, "altered", requestState=f"{version}.{later}.{tag}", inputResponses=ACCEPT)
+    integrity = {
+        "code": -32602,
+        "message": "requestState was not issued for this request, was altered or has expired "
+                   "(request state failed integrity verification)",
+    }
+    assert refused.get("error") == integrity, refused
+    assert (notes / "altered.md").exists()
+
+    # b's state for b's own call, presented by a for the very same call.
+    tool = "jobs_input_required_result_tampered_state"
+    meta = {**MODERN_META, CAPABILITIES: {"elicitation": {}}}
+
+    def call(who: str, **params: Any) -> dict[str, Any]:
+        message = request(1, "tools/call", {"name": tool, "arguments": {}, "_meta": meta, **params})
+        return server.post(message, {**bearer(who), **modern_headers("tools/call", tool)}).message
+
+    asked = call("b")["result"]
+    confirmed = {"confirm": {"action": "accept", "content": {"ok": True}}}
+    again = {"requestState": asked["requestState"], "inputResponses": confirmed}
+    assert call("a", **again)["error"] == integrity
+    assert call("b", **again)["result"]["content"][0]["text"] == "Confirmed."
