@@ -7,7 +7,7 @@ one over its size or one altered is refused, each with its own reason.
 
 The caller `a` has the `notebook` plugin (prompts, resources, a template, completions, a tool
 that asks) and the conformance plugin, served as `jobs` (tools that go on as tasks); the
-caller `b` has `jobs` only. Every refusal is compared with the refusal of something nobody
+caller `b` has `jobs` but its `custom_headers` tool. Every refusal is compared with the refusal of something nobody
 serves: a hidden thing is as unknown as a missing one.
 """
 
@@ -68,7 +68,7 @@ def server(notes: Path, moat_bin: Path, plugin: Callable[[str], Path]) -> Iterat
         f"[auth]\napi_keys = {{ {hashes} }}\n"
         f"[http]\nrequest_state_key = {json.dumps(STATE_KEY)}\n"
         '[[access]]\nkey = "a"\nallow = ["plugin:notebook", "plugin:jobs"]\n'
-        '[[access]]\nkey = "b"\nallow = ["plugin:jobs"]\n'
+        '[[access]]\nkey = "b"\nallow = ["plugin:jobs"]\ndeny = ["jobs_custom_headers"]\n'
     )
     served = HttpServer(moat_bin, ["--config", str(config)], notes.parent / "moat.stderr")
     yield served
@@ -87,6 +87,29 @@ def refusal(error: MCPError) -> dict[str, Any]:
 def renamed(error: dict[str, Any], name: str, to: str) -> dict[str, Any]:
     """`error` with every `name` in it read as `to`."""
     return json.loads(json.dumps(error).replace(name, to))
+
+
+# --- Tools ------------------------------------------------------------------------------------
+
+
+def test_a_hidden_tools_header_parameters_are_as_unknown_as_its_name(server: HttpServer) -> None:
+    """A 2026-07-28 call carries a tool's `@header` parameters as `Mcp-Param-*` headers too, and a
+    call without them is refused: only for a caller that has the tool, or a hidden one would show
+    it exists, and the name of its parameter."""
+    meta = {**MODERN_META, CAPABILITIES: {}}
+
+    def call(who: str, tool: str) -> tuple[int, dict[str, Any]]:
+        message = request(1, "tools/call", {"name": tool, "arguments": {"region": "eu"}, "_meta": meta})
+        reply = server.post(message, {**bearer(who), **modern_headers("tools/call", tool)})
+        return reply.status, reply.message.get("error")
+
+    assert call("a", "jobs_custom_headers") == (
+        400, {"code": -32020, "message": "missing Mcp-Param-Region header for `region`"}
+    )
+    hidden = call("b", "jobs_custom_headers")
+    assert hidden == (200, {"code": -32602, "message": 'unknown tool "jobs_custom_headers"'})
+    missing = call("b", "nobody_custom_headers")
+    assert missing == (hidden[0], renamed(hidden[1], "jobs_custom_headers", "nobody_custom_headers"))
 
 
 # --- Prompts, resources, completions, subscriptions -------------------------------------------

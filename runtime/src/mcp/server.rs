@@ -51,7 +51,28 @@ pub struct MoatServer {
     subscribed: Subscribed,
 }
 
+tokio::task_local! {
+    /// The caller of the HTTP request being handled.
+    static CALLER: Principal;
+}
+
 impl MoatServer {
+    /// Handles an HTTP request (`handling`) for `principal`: the handlers rmcp makes meanwhile
+    /// with [`MoatServer::for_caller`] act for it.
+    pub async fn acting_for<F: Future>(principal: Principal, handling: F) -> F::Output {
+        CALLER.scope(principal, handling).await
+    }
+
+    /// Serves `catalogue` to the caller of the HTTP request being handled (anonymous outside
+    /// one). A request's own principal still comes first; this one is for what rmcp asks a
+    /// handler without a request (`get_tool`).
+    pub fn for_caller(catalogue: impl Into<Catalogue>) -> Self {
+        let caller = CALLER
+            .try_with(Principal::clone)
+            .unwrap_or_else(|_| Principal::anonymous());
+        Self::new(catalogue).with_principal(caller)
+    }
+
     /// Serves `catalogue` to the `stdio` principal, unless a transport names another.
     pub fn new(catalogue: impl Into<Catalogue>) -> Self {
         Self {
@@ -370,12 +391,14 @@ impl ServerHandler for MoatServer {
     }
 
     /// Only for rmcp's check of `Mcp-Param-*` headers against a tool's schema, which has no
-    /// request to say whose tools to look in: a tool hidden from the caller is still refused
-    /// by `call_tool` as unknown.
+    /// request to say whose tools to look in: this handler's principal's (over HTTP, the caller
+    /// of the request it was made for, see [`MoatServer::for_caller`]). A tool hidden from it is
+    /// not checked, so a call of it is refused by `call_tool` as unknown, as one of a tool nobody
+    /// serves is, whatever headers it lacks.
     fn get_tool(&self, name: &str) -> Option<Tool> {
+        let registry = self.catalogue.current();
         self.catalogue
-            .current()
-            .find(name)
+            .find(&registry, &self.principal, name)
             .map(|(_, tool)| self.mcp_tool(tool))
     }
 

@@ -202,7 +202,7 @@ pub fn router(
     let sessions = Arc::new(sessions);
     let served = catalogue.clone();
     let service = StreamableHttpService::new(
-        move || Ok(MoatServer::new(served.clone()).with_principal(Principal::anonymous())),
+        move || Ok(MoatServer::for_caller(served.clone())),
         sessions.clone(),
         config,
     );
@@ -226,6 +226,7 @@ pub fn router(
     };
     let mcp = axum::Router::new()
         .nest_service("/mcp", service)
+        .layer(middleware::from_fn(acting_for))
         .layer(middleware::from_fn_with_state(
             limiter.clone(),
             quotas::limit_calls,
@@ -256,6 +257,15 @@ pub fn router(
         }
     }
     open.merge(guarded)
+}
+
+/// Handles the request for the caller [`auth`] established, also where rmcp asks the handler
+/// something without the request (see [`MoatServer::for_caller`]).
+async fn acting_for(request: axum::extract::Request, next: middleware::Next) -> Response {
+    match request.extensions().get::<Principal>().cloned() {
+        Some(caller) => MoatServer::acting_for(caller, next.run(request)).await,
+        None => next.run(request).await,
+    }
 }
 
 fn metrics_route(catalogue: Catalogue) -> axum::routing::MethodRouter {
