@@ -16,7 +16,6 @@ use std::sync::Arc;
 use anyhow::{Result, bail};
 use wasmtime::Engine;
 
-use crate::access::tool_sets::ToolSets;
 use crate::plugin::Plugin;
 use crate::plugin::registry::{LoadError, Registry};
 use crate::plugin::tiers::Tiers;
@@ -48,11 +47,6 @@ impl Served {
             Some(path) => config::read_service(path, self.secrets.as_deref()),
             None => Ok(Service::default()),
         }
-    }
-
-    /// Which caller sees which tools now: the config's rules under the policy's cap.
-    pub fn tool_sets(&self) -> Result<ToolSets> {
-        Ok(self.service()?.tool_sets(&self.denied_tools))
     }
 
     /// The plugins these name now; two plugins of one name are an error.
