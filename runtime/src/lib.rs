@@ -9,6 +9,7 @@
 //! - [`mcp`]: the protocol face: MCP on stdio and HTTP, the tool list, the audit log;
 //! - [`access`]: who is calling and what they may do: credentials, OAuth access tokens, tool
 //!   sets per caller, quotas;
+//! - [`cluster`]: the state replicas share through Redis, when they do: quotas, sessions;
 //! - [`plugin`]: a loaded plugin, its tools and the call of one; the set of plugins served;
 //! - [`supply`]: where a plugin comes from and whether it may load: sources, digests, the lock,
 //!   signatures, the policy, manifests, the compiled-code cache;
@@ -19,6 +20,7 @@
 //! [`parallel`] and [`memory`] are leaves every layer may use.
 
 pub mod access;
+pub mod cluster;
 pub mod mcp;
 pub mod memory;
 pub mod parallel;

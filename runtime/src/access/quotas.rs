@@ -7,12 +7,18 @@
 //! of the request that asked. The quotas can be changed while moat serves
 //! ([`Quotas::configure`]): the next request is measured against the new ones, and the calls
 //! already running count towards them.
+//!
+//! Replicas that share state ([`Quotas::share`]) decide in Redis, for all of them at once: a
+//! principal's rate there, and its call slots as leases there on top of the count each replica
+//! keeps. While Redis cannot be reached, each replica decides alone.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
+
+use crate::cluster::quotas::{Lease, SharedQuotas};
 
 /// One principal's quota; `None` is no limit.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -58,6 +64,9 @@ fn retry_seconds(wait: Duration) -> u64 {
     wait.as_secs_f64().ceil().max(1.0) as u64
 }
 
+/// How often a task waiting for a slot looks again while the replicas share the slots.
+const SHARED_RETRY: Duration = Duration::from_millis(250);
+
 /// Principals whose state is kept; past this, idle ones are forgotten (they start afresh).
 const MAX_TRACKED: usize = 10_000;
 
@@ -66,6 +75,8 @@ const MAX_TRACKED: usize = 10_000;
 pub struct Quotas {
     configured: RwLock<Configured>,
     used: Mutex<HashMap<String, Arc<Usage>>>,
+    /// Where the replicas decide together, when they do.
+    shared: std::sync::OnceLock<Arc<SharedQuotas>>,
 }
 
 #[derive(Default)]
@@ -88,9 +99,11 @@ struct Bucket {
     at: Instant,
 }
 
-/// One running call of a principal, counted until dropped.
+/// One running call of a principal, counted until dropped (and leased from the replicas'
+/// shared count while they share one).
 pub struct Slot {
     usage: Arc<Usage>,
+    _lease: Option<Lease>,
 }
 
 impl Drop for Slot {
@@ -157,11 +170,26 @@ impl Quotas {
         usage
     }
 
+    /// Decides every quota from now on with the other replicas, through Redis.
+    pub fn share(&self, shared: Arc<SharedQuotas>) {
+        let _ = self.shared.set(shared);
+    }
+
     /// Counts one request of `principal`, or says when the next one fits.
-    pub fn request(&self, principal: &str) -> Result<(), Exceeded> {
+    pub async fn request(&self, principal: &str) -> Result<(), Exceeded> {
         let Some(per_minute) = self.quota(principal).requests_per_minute else {
             return Ok(());
         };
+        if let Some(shared) = self.shared.get()
+            && let Some(decided) = shared.request(principal, per_minute).await
+        {
+            return decided.map_err(|retry_after| Exceeded::Rate { retry_after });
+        }
+        self.request_here(principal, per_minute)
+    }
+
+    /// [`Quotas::request`] as this process alone counts it.
+    fn request_here(&self, principal: &str, per_minute: u32) -> Result<(), Exceeded> {
         let usage = self.usage(principal);
         let capacity = f64::from(per_minute);
         let per_second = capacity / 60.0;
@@ -185,18 +213,31 @@ impl Quotas {
 
     /// A slot for one call of `principal`, held until it is dropped, or the refusal when as
     /// many calls as its quota allows are running.
-    pub fn call(&self, principal: &str) -> Result<Slot, Exceeded> {
-        let usage = self.usage(principal);
+    pub async fn call(&self, principal: &str) -> Result<Slot, Exceeded> {
         let limit = self.quota(principal).concurrent_calls;
-        let mut running = usage.running.lock().expect("slots lock");
-        if let Some(limit) = limit
-            && *running >= limit
+        let usage = self.usage(principal);
         {
-            return Err(Exceeded::Concurrency { limit });
+            let mut running = usage.running.lock().expect("slots lock");
+            if let Some(limit) = limit
+                && *running >= limit
+            {
+                return Err(Exceeded::Concurrency { limit });
+            }
+            *running += 1;
         }
-        *running += 1;
-        drop(running);
-        Ok(Slot { usage })
+        // Counted here first: a refusal below gives the count back as the slot drops.
+        let mut slot = Slot {
+            usage,
+            _lease: None,
+        };
+        if let (Some(limit), Some(shared)) = (limit, self.shared.get()) {
+            match shared.lease(principal, limit).await {
+                Some(Ok(lease)) => slot._lease = Some(lease),
+                Some(Err(())) => return Err(Exceeded::Concurrency { limit }),
+                None => {}
+            }
+        }
+        Ok(slot)
     }
 
     /// A slot for one call of `principal`, waiting for one of its calls to end while as many
@@ -208,10 +249,15 @@ impl Quotas {
             let ended = usage.ended.notified();
             tokio::pin!(ended);
             ended.as_mut().enable();
-            if let Ok(slot) = self.call(principal) {
+            if let Ok(slot) = self.call(principal).await {
                 return slot;
             }
-            ended.await;
+            if self.shared.get().is_some() {
+                // A call ending on another replica wakes nobody here: look again soon.
+                let _ = tokio::time::timeout(SHARED_RETRY, ended).await;
+            } else {
+                ended.await;
+            }
         }
     }
 }
@@ -243,8 +289,8 @@ mod tests {
         )
     }
 
-    #[test]
-    fn each_principal_has_its_own_bucket() {
+    #[tokio::test]
+    async fn each_principal_has_its_own_bucket() {
         let quotas = Quotas::new(
             Quota {
                 requests_per_minute: Some(3),
@@ -259,35 +305,38 @@ mod tests {
             )]),
         );
         for _ in 0..3 {
-            assert_eq!(quotas.request("alice"), Ok(()));
+            assert_eq!(quotas.request("alice").await, Ok(()));
         }
-        let Err(Exceeded::Rate { retry_after }) = quotas.request("alice") else {
+        let Err(Exceeded::Rate { retry_after }) = quotas.request("alice").await else {
             panic!("the fourth request within a minute must be refused");
         };
         assert!(retry_after > Duration::from_secs(15) && retry_after <= Duration::from_secs(20));
-        assert_eq!(quotas.request("bob"), Ok(()));
-        assert_eq!(quotas.request("key:ci"), Ok(()));
-        assert!(quotas.request("key:ci").is_err());
+        assert_eq!(quotas.request("bob").await, Ok(()));
+        assert_eq!(quotas.request("key:ci").await, Ok(()));
+        assert!(quotas.request("key:ci").await.is_err());
     }
 
-    #[test]
-    fn concurrent_calls_are_released_with_their_slot() {
+    #[tokio::test]
+    async fn concurrent_calls_are_released_with_their_slot() {
         let quotas = limit_calls(2);
-        let first = quotas.call("alice").unwrap();
-        let _second = quotas.call("alice").unwrap();
+        let first = quotas.call("alice").await.unwrap();
+        let _second = quotas.call("alice").await.unwrap();
         assert!(matches!(
-            quotas.call("alice"),
+            quotas.call("alice").await,
             Err(Exceeded::Concurrency { limit: 2 })
         ));
-        assert!(quotas.call("bob").is_ok());
+        assert!(quotas.call("bob").await.is_ok());
         drop(first);
-        assert!(quotas.call("alice").is_ok());
+        assert!(quotas.call("alice").await.is_ok());
     }
 
-    #[test]
-    fn new_quotas_apply_to_the_next_request_and_count_what_runs() {
+    #[tokio::test]
+    async fn new_quotas_apply_to_the_next_request_and_count_what_runs() {
         let quotas = limit_calls(3);
-        let _running: Vec<Slot> = (0..2).map(|_| quotas.call("alice").unwrap()).collect();
+        let _running = [
+            quotas.call("alice").await.unwrap(),
+            quotas.call("alice").await.unwrap(),
+        ];
         quotas.configure(
             Quota {
                 requests_per_minute: Some(1),
@@ -297,20 +346,20 @@ mod tests {
         );
         // The two running calls fill the new limit of two.
         assert!(matches!(
-            quotas.call("alice"),
+            quotas.call("alice").await,
             Err(Exceeded::Concurrency { limit: 2 })
         ));
-        assert_eq!(quotas.request("alice"), Ok(()));
-        assert!(quotas.request("alice").is_err());
+        assert_eq!(quotas.request("alice").await, Ok(()));
+        assert!(quotas.request("alice").await.is_err());
         quotas.configure(Quota::default(), HashMap::new());
-        assert!(quotas.call("alice").is_ok());
-        assert_eq!(quotas.request("alice"), Ok(()));
+        assert!(quotas.call("alice").await.is_ok());
+        assert_eq!(quotas.request("alice").await, Ok(()));
     }
 
     #[tokio::test]
     async fn a_waiting_call_starts_when_another_ends() {
         let quotas = Arc::new(limit_calls(1));
-        let first = quotas.call("alice").unwrap();
+        let first = quotas.call("alice").await.unwrap();
         let waiting = tokio::spawn({
             let quotas = quotas.clone();
             async move { quotas.wait_for_call("alice").await }
@@ -322,6 +371,10 @@ mod tests {
             .await
             .expect("the waiting call gets the freed slot")
             .unwrap();
-        assert!(quotas.call("alice").is_err(), "{:p} holds it", &second);
+        assert!(
+            quotas.call("alice").await.is_err(),
+            "{:p} holds it",
+            &second
+        );
     }
 }

@@ -8,6 +8,8 @@ use anyhow::{Context, Result, bail};
 use rmcp::ServiceExt;
 
 use moat::access::Principal;
+use moat::cluster::Cluster;
+use moat::cluster::quotas::SharedQuotas;
 use moat::mcp::audit::AuditLog;
 use moat::mcp::catalogue::Catalogue;
 use moat::mcp::server::MoatServer;
@@ -65,9 +67,11 @@ pub async fn serve(
         // The metrics listener answers without a credential: bound where HTTP may be.
         policy.check_transport(Transport::Http, Some(metrics))?;
     }
+    let cluster = service.cluster.as_ref().map(Cluster::connect).transpose()?;
     let (http, live) = match http {
         Some((addr, flags)) => {
-            let settings = Tables::http_settings(&service, flags.clone(), addr, &policy)?;
+            let mut settings = Tables::http_settings(&service, flags.clone(), addr, &policy)?;
+            settings.cluster = cluster.clone();
             let live = settings.live.clone();
             (Some((addr, settings)), Some((addr, flags, live)))
         }
@@ -86,9 +90,26 @@ pub async fn serve(
     }
     // Fuel metering costs every plugin: only when one asks for it.
     let fuel = sources.iter().any(|s| s.limits.fuel.is_some());
-    let audit_path = audit.as_ref().map(|(path, _)| path.clone());
+    let to_stdout = |path: &PathBuf| path.as_os_str() == moat::mcp::audit::STDOUT;
+    if http.is_none() && audit.as_ref().is_some_and(|(path, _)| to_stdout(path)) {
+        bail!(
+            "the audit log \"-\" is standard output, which carries MCP on stdio: give it a file, \
+             or serve --http"
+        );
+    }
+    // Standard output is no file for plugins to be kept from.
+    let audit_path = audit
+        .as_ref()
+        .map(|(path, _)| path.clone())
+        .filter(|path| !to_stdout(path));
     let audit = match audit {
-        Some((path, arguments)) => Some(Arc::new(AuditLog::open(&path, arguments)?)),
+        Some((path, arguments)) => {
+            let mut log = AuditLog::open(&path, arguments)?;
+            if let Some(cluster) = &cluster {
+                log = log.with_replica(cluster.replica());
+            }
+            Some(Arc::new(log))
+        }
         None => None,
     };
     let cache = open_cache();
@@ -136,6 +157,10 @@ pub async fn serve(
     }
     let registry = Arc::new(outcome.registry);
     let catalogue = Catalogue::with_audit(registry, page_size, audit);
+    if let Some(cluster) = &cluster {
+        catalogue.quotas().share(SharedQuotas::new(cluster.clone()));
+        catalogue.metrics().add_cluster(cluster);
+    }
     tables.apply(Tables::at_start(service), &catalogue)?;
     if let Some(endpoint) = &otlp_endpoint {
         catalogue.set_traces(moat::mcp::traces::Traces::new(endpoint)?);
@@ -144,16 +169,13 @@ pub async fn serve(
     moat::serve::watch::spawn(served, loader, tables, catalogue.clone(), &sources)?;
     if let Some((addr, settings)) = http {
         let shutdown = tokio_util::sync::CancellationToken::new();
-        let on_signal = shutdown.clone();
-        tokio::spawn(async move {
-            let _ = tokio::signal::ctrl_c().await;
-            on_signal.cancel();
-        });
+        tokio::spawn(stop_on_signal(settings.draining.clone(), shutdown.clone()));
         let served = moat::mcp::http::serve(catalogue.clone(), addr, settings, shutdown).await;
         if let Some(traces) = catalogue.traces() {
             traces.flush();
         }
         served?;
+        tracing::info!("stopped");
         return Ok(ExitCode::SUCCESS);
     }
     tracing::info!("serving MCP on stdio");
@@ -179,6 +201,36 @@ pub async fn serve(
 }
 
 /// Why `served` names no plugin at all.
+/// SIGTERM (what service managers and Kubernetes send) or SIGINT starts the drain; a second
+/// one stops taking requests at once.
+async fn stop_on_signal(
+    draining: tokio_util::sync::CancellationToken,
+    shutdown: tokio_util::sync::CancellationToken,
+) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut terminate), Ok(mut interrupt)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
+        tracing::error!("could not listen for SIGTERM and SIGINT");
+        return;
+    };
+    for told in 0.. {
+        let name = tokio::select! {
+            _ = terminate.recv() => "SIGTERM",
+            _ = interrupt.recv() => "SIGINT",
+        };
+        if told == 0 {
+            tracing::info!("{name}: shutting down");
+            draining.cancel();
+        } else {
+            tracing::info!("{name} again: no longer waiting");
+            shutdown.cancel();
+            return;
+        }
+    }
+}
+
 fn why_no_sources(served: &Served) -> String {
     let folders: Vec<String> = served
         .paths

@@ -11,7 +11,7 @@
 //! arguments; `arguments` holds them in full only when the operator asks for it. A failed write
 //! is logged and never fails the call.
 
-use std::fs::{File, OpenOptions};
+use std::fs::OpenOptions;
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
@@ -26,11 +26,17 @@ use sha2::{Digest, Sha256};
 use crate::access::Principal;
 use crate::plugin::CallError;
 
+/// The audit path that means standard output.
+pub const STDOUT: &str = "-";
+
 /// An open audit log.
 pub struct AuditLog {
     path: PathBuf,
-    file: Mutex<File>,
+    /// The file, or standard output (`-`) for a collector that reads it.
+    file: Mutex<Box<dyn Write + Send>>,
     include_arguments: bool,
+    /// The replica writing, when replicas share one service.
+    replica: Option<String>,
 }
 
 /// How a call ended.
@@ -91,6 +97,9 @@ impl Outcome {
 pub struct Record<'a> {
     /// RFC 3339, UTC.
     pub time: String,
+    /// The replica that served the call, when replicas share one service (`[cluster]`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub replica: Option<&'a str>,
     /// Whom the call acted for, as moat authenticated it: an API key (`key:NAME`), a token's
     /// subject, `local` (the local token), `stdio`, or `anonymous` with authentication off.
     pub principal: &'a str,
@@ -154,19 +163,33 @@ pub struct Call<'a> {
 }
 
 impl AuditLog {
-    /// Opens `path` for appending, creating it readable and writable by its owner only.
+    /// Opens `path` for appending, creating it readable and writable by its owner only; `-`
+    /// is standard output.
     pub fn open(path: &Path, include_arguments: bool) -> Result<Self> {
-        let file = OpenOptions::new()
-            .append(true)
-            .create(true)
-            .mode(0o600)
-            .open(path)
-            .with_context(|| format!("opening the audit log {}", path.display()))?;
+        let file: Box<dyn Write + Send> = if path == Path::new(STDOUT) {
+            Box::new(std::io::stdout())
+        } else {
+            Box::new(
+                OpenOptions::new()
+                    .append(true)
+                    .create(true)
+                    .mode(0o600)
+                    .open(path)
+                    .with_context(|| format!("opening the audit log {}", path.display()))?,
+            )
+        };
         Ok(Self {
             path: path.to_path_buf(),
             file: Mutex::new(file),
             include_arguments,
+            replica: None,
         })
+    }
+
+    /// Names `replica` in every line.
+    pub fn with_replica(mut self, replica: &str) -> Self {
+        self.replica = Some(replica.to_string());
+        self
     }
 
     /// Appends one line for `call`. A write that fails is logged, never returned.
@@ -174,6 +197,7 @@ impl AuditLog {
         let arguments = Value::Object(call.arguments.cloned().unwrap_or_default());
         let record = Record {
             time: jiff::Timestamp::now().to_string(),
+            replica: self.replica.as_deref(),
             principal: &call.principal.name,
             authenticated_by: call.principal.via.as_str(),
             client_id: call.principal.client_id.as_deref(),

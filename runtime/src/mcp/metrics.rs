@@ -49,7 +49,8 @@ type Durations = Family<ToolLabels, Histogram, fn() -> Histogram>;
 
 /// moat's series, shared by every session.
 pub struct Metrics {
-    registry: Registry,
+    /// Written once more when replicas share state ([`Metrics::add_cluster`]), read by each scrape.
+    registry: std::sync::RwLock<Registry>,
     calls: Family<CallLabels, Counter>,
     durations: Durations,
     denials: Family<PluginLabels, Counter>,
@@ -138,7 +139,7 @@ impl Default for Metrics {
             reloads.clone(),
         );
         Self {
-            registry,
+            registry: std::sync::RwLock::new(registry),
             calls,
             durations,
             denials,
@@ -205,6 +206,11 @@ impl Metrics {
         self.reloads.get_or_create(&KindLabels { kind }).inc();
     }
 
+    /// Adds the `moat_cluster_*` series of the replicas' shared state.
+    pub fn add_cluster(&self, cluster: &crate::cluster::Cluster) {
+        cluster.register(&mut self.registry.write().expect("metrics registry lock"));
+    }
+
     /// Every series as Prometheus reads it, with what `served` holds now.
     pub fn render(&self, served: &Served) -> String {
         self.plugins.set(served.plugins().len() as i64);
@@ -227,7 +233,8 @@ impl Metrics {
             .set(crate::sandbox::instances::ready_instances() as i64);
         // OpenMetrics text, ending with `# EOF` and a newline.
         let mut text = String::new();
-        encode(&mut text, &self.registry).expect("writing to a String cannot fail");
+        let registry = self.registry.read().expect("metrics registry lock");
+        encode(&mut text, &registry).expect("writing to a String cannot fail");
         text
     }
 }

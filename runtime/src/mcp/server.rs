@@ -96,7 +96,10 @@ impl MoatServer {
 
     /// The call slot a request's guest runs in, held until dropped: the one the HTTP layer took
     /// for it, else one of its principal's taken now, or the refusal when they are all taken.
-    pub(crate) fn call_slot(&self, context: &RequestContext<RoleServer>) -> Result<Slot, McpError> {
+    pub(crate) async fn call_slot(
+        &self,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<Slot, McpError> {
         let parts = context.extensions.get::<axum::http::request::Parts>();
         if let Some(slot) = parts
             .and_then(|parts| parts.extensions.get::<HandedSlot>())
@@ -108,6 +111,7 @@ impl MoatServer {
         self.catalogue
             .quotas()
             .call(&principal.name)
+            .await
             .map_err(|exceeded| {
                 McpError::new(
                     ErrorCode(crate::mcp::http::quotas::RATE_LIMITED),
@@ -457,7 +461,7 @@ impl ServerHandler for MoatServer {
                 return Err(error);
             }
         };
-        let _slot = match self.call_slot(&context) {
+        let _slot = match self.call_slot(&context).await {
             Ok(slot) => slot,
             Err(error) => {
                 let ended = Ended {

@@ -212,7 +212,7 @@ impl MoatServer {
             events: None,
             client: asking.as_ref().map(|a| a.client.clone()),
         };
-        let _slot = self.call_slot(&context)?;
+        let _slot = self.call_slot(&context).await?;
         let started = Instant::now();
         let got = plugin
             .get_prompt(prompt, request.arguments.as_ref(), exchange)
@@ -320,7 +320,7 @@ impl MoatServer {
             events: None,
             client: asking.as_ref().map(|a| a.client.clone()),
         };
-        let _slot = self.call_slot(&context)?;
+        let _slot = self.call_slot(&context).await?;
         let started = Instant::now();
         let read = plugin
             .read_resource(resource, &request.uri, &variables, exchange)
@@ -387,7 +387,7 @@ impl MoatServer {
     ) -> Result<CompleteResult, McpError> {
         let registry = self.catalogue.current();
         let principal = self.principal_of(&context.extensions);
-        let _slot = self.call_slot(&context)?;
+        let _slot = self.call_slot(&context).await?;
         let unknown = |what: &str| McpError::invalid_params(what.to_string(), None);
         let found = match &request.r#ref {
             Reference::Prompt(reference) => {

@@ -76,6 +76,8 @@ struct ConfigFile {
     http: Option<service::HttpEntry>,
     /// Traces of tool calls.
     telemetry: Option<service::TelemetryEntry>,
+    /// The Redis through which replicas of moat share quotas and sessions.
+    cluster: Option<super::cluster::ClusterEntry>,
     /// How big a plugin's component may be. Read when moat starts; a reload keeps the values
     /// it started with.
     engine: Option<EngineEntry>,
@@ -138,7 +140,8 @@ pub fn read_engine(path: &Path) -> Result<PoolLimits> {
 #[serde(deny_unknown_fields)]
 pub struct AuditSettings {
     /// The log file, relative to moat.toml (`path = "audit.jsonl"`); created with mode 0600 and
-    /// appended to.
+    /// appended to. `-` writes the lines to standard output, for a log collector (HTTP only:
+    /// on stdio, standard output carries MCP).
     pub path: PathBuf,
     /// `true` records each call's arguments in full; `false` (the default) only their sha256.
     #[serde(default)]
@@ -153,7 +156,10 @@ pub fn read_audit(path: &Path) -> Result<Option<AuditSettings>> {
         toml::from_str(&text).with_context(|| format!("in {}", path.display()))?;
     let base = path.parent().unwrap_or(Path::new("."));
     Ok(file.audit.map(|audit| AuditSettings {
-        path: base.join(audit.path),
+        path: match audit.path.as_os_str() == crate::mcp::audit::STDOUT {
+            true => audit.path.clone(),
+            false => base.join(&audit.path),
+        },
         ..audit
     }))
 }
@@ -176,6 +182,7 @@ pub fn read_service(path: &Path, secrets: Option<&Path>) -> Result<Service> {
         quotas: file.quotas,
         http: file.http,
         telemetry: file.telemetry,
+        cluster: file.cluster,
         base,
         expand: &|text| lookup.expand(text),
     })

@@ -120,5 +120,8 @@ pub fn settings(
     }
     settings.tls = tls;
     settings.metrics_listener = flags.metrics.or(service.metrics);
+    if let Some(drain) = service.drain {
+        settings.drain = drain;
+    }
     Ok(settings)
 }

@@ -1,7 +1,8 @@
 //! What is served now: the operator's `moat.toml` ([`config`], its service tables in
-//! [`service`], applied at start and by each reload in [`tables`]), the reloads that keep the
+//! [`service`] and [`cluster`], applied at start and by each reload in [`tables`]), the reloads that keep the
 //! served plugins in step with it ([`reload`]), and the watch that starts them ([`watch`]).
 
+pub mod cluster;
 pub mod config;
 pub mod exposure;
 pub mod reload;

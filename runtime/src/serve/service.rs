@@ -190,6 +190,11 @@ pub(super) struct HttpEntry {
     /// address the same, so that a client's next round may reach any of them. Default: a key
     /// made at start, known to this process only.
     request_state_key: Option<String>,
+    /// Once moat is told to stop (SIGTERM), how long it goes on serving while `/readyz` answers
+    /// 503, so that a load balancer's health checks take it out before it stops taking requests
+    /// (calls in flight then finish). Give the balancer's check interval times its fall count.
+    #[schemars(extend("default" = 0))]
+    drain_seconds: Option<u64>,
 }
 
 /// `[telemetry]`: traces of tool calls over OTLP/HTTP, off unless an endpoint is given here,
@@ -225,6 +230,10 @@ pub struct Service {
     pub otlp_endpoint: Option<String>,
     /// The key request states are sealed with, when moat.toml gives one.
     pub request_state_key: Option<Vec<u8>>,
+    /// How long `/readyz` says 503 before moat stops taking requests, once told to stop.
+    pub drain: Option<Duration>,
+    /// The Redis replicas share state through, when they do.
+    pub cluster: Option<crate::cluster::Settings>,
 }
 
 impl Service {
@@ -244,6 +253,7 @@ pub(super) struct Tables<'a> {
     pub quotas: Option<QuotasEntry>,
     pub http: Option<HttpEntry>,
     pub telemetry: Option<TelemetryEntry>,
+    pub cluster: Option<super::cluster::ClusterEntry>,
     pub base: &'a Path,
     pub expand: &'a dyn Fn(&str) -> Result<String>,
 }
@@ -336,7 +346,11 @@ pub(super) fn parse(tables: Tables) -> Result<Service> {
         }
         service.request_state_key = Some(key.into_bytes());
     }
+    service.drain = http.drain_seconds.map(Duration::from_secs);
     service.otlp_endpoint = tables.telemetry.unwrap_or_default().otlp_endpoint;
+    if let Some(entry) = tables.cluster {
+        service.cluster = Some(super::cluster::parse(entry, tables.expand)?);
+    }
     Ok(service)
 }
 
@@ -396,6 +410,7 @@ mod tests {
             quotas: tables.quotas,
             http: tables.http,
             telemetry: tables.telemetry,
+            cluster: None,
             base: Path::new("/srv/moat"),
             expand: &expand,
         })

@@ -4,9 +4,10 @@
 //! request.
 //!
 //! What only a restart can change (the listener's hosts, origins, TLS files and metrics address,
-//! the idle time of sessions, the audit log, the trace collector, the stdio principal) is
-//! compared with what moat started with: a reload that changes one of them is refused whole,
-//! naming each, and nothing else of it is applied either.
+//! the idle time of sessions and the drain, the audit log, the trace collector, the stdio
+//! principal, the shared store of `[cluster]`) is compared with what moat started with: a reload
+//! that changes one of them is refused whole, naming each, and nothing else of it is applied
+//! either.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -57,6 +58,7 @@ struct Fixed {
     audit: Option<AuditSettings>,
     otlp_endpoint: Option<String>,
     stdio_principal: Option<String>,
+    cluster: Option<crate::cluster::Settings>,
 }
 
 /// The tables read and checked, ready to apply.
@@ -109,6 +111,7 @@ impl Tables {
                 .clone()
                 .filter(|_| !self.overridden.otlp_endpoint),
             stdio_principal: service.stdio_principal.clone(),
+            cluster: service.cluster.clone(),
         })
     }
 
@@ -133,6 +136,9 @@ impl Tables {
         }
         if fixed.stdio_principal != self.fixed.stdio_principal {
             changed.push("[auth] stdio_principal".to_string());
+        }
+        if fixed.cluster != self.fixed.cluster {
+            changed.push("[cluster]".to_string());
         }
         let http = match &self.http {
             Some(http) => {

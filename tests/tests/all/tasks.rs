@@ -219,7 +219,7 @@ async fn a_task_runs_in_one_of_its_principals_call_slots() {
     let quotas = Arc::new(Quotas::new(one_at_a_time, Default::default()));
     let tasks = Arc::new(Tasks::new(quotas.clone()));
     // Alice's one slot is taken (by a call of hers that is running).
-    let held = quotas.call("alice").unwrap();
+    let held = quotas.call("alice").await.unwrap();
     let quick = json!({"seconds": 0, "label": "quick"});
     let task = tasks
         .start(
@@ -237,7 +237,7 @@ async fn a_task_runs_in_one_of_its_principals_call_slots() {
         "it waits for the slot"
     );
     // Bob's slots are his own.
-    assert!(quotas.call("bob").is_ok());
+    assert!(quotas.call("bob").await.is_ok());
     drop(held);
     until(&tasks, "alice", id, TaskStatus::Completed).await;
 
@@ -251,11 +251,14 @@ async fn a_task_runs_in_one_of_its_principals_call_slots() {
         )
         .unwrap();
     tokio::time::sleep(Duration::from_millis(300)).await;
-    assert!(quotas.call("alice").is_err(), "the running task holds it");
+    assert!(
+        quotas.call("alice").await.is_err(),
+        "the running task holds it"
+    );
     tasks.cancel("alice", &task.task_id).unwrap();
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert!(
-        quotas.call("alice").is_ok(),
+        quotas.call("alice").await.is_ok(),
         "a cancelled task gives it back"
     );
 }

@@ -40,6 +40,8 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
+use crate::cluster::Cluster;
+use crate::cluster::sessions::SharedSessions;
 use crate::mcp::catalogue::Catalogue;
 use crate::mcp::http::auth::{Authentication, Guard};
 use crate::mcp::http::quotas::Limiter;
@@ -65,6 +67,13 @@ pub struct Settings {
     pub metrics_listener: Option<SocketAddr>,
     /// Where a reload applies new settings while these serve.
     pub live: Live,
+    /// Cancelled when moat is told to stop: `/readyz` then answers 503 and new sessions are
+    /// refused, while everything else is served for [`Settings::drain`].
+    pub draining: CancellationToken,
+    /// How long moat serves on once `draining` is cancelled, before it stops taking requests.
+    pub drain: Duration,
+    /// The state replicas share, when they do.
+    pub cluster: Option<Arc<Cluster>>,
 }
 
 /// What a reload may change while moat serves: read once by each request, as it is then.
@@ -82,6 +91,7 @@ pub struct Listening {
     pub session_idle: Duration,
     pub tls: Option<tls::Files>,
     pub metrics_listener: Option<SocketAddr>,
+    pub drain: Duration,
 }
 
 impl Settings {
@@ -142,6 +152,7 @@ impl Listening {
             session_idle: settings.session_idle,
             tls: settings.tls.clone(),
             metrics_listener: settings.metrics_listener,
+            drain: settings.drain,
         }
     }
 
@@ -162,6 +173,9 @@ impl Listening {
         }
         if self.metrics_listener != other.metrics_listener {
             changed.push("the metrics listener");
+        }
+        if self.drain != other.drain {
+            changed.push("[http] drain_seconds");
         }
         changed.into_iter().map(String::from).collect()
     }
@@ -185,6 +199,9 @@ impl Settings {
             tls: None,
             metrics_listener: None,
             live: Live::default(),
+            draining: CancellationToken::new(),
+            drain: Duration::ZERO,
+            cluster: None,
         }
     }
 }
@@ -257,6 +274,11 @@ pub async fn serve(
             }
         });
     }
+    tokio::spawn(drain(
+        settings.draining.clone(),
+        settings.drain,
+        shutdown.clone(),
+    ));
     let tls = settings.tls.clone();
     let app = router(catalogue, shutdown.clone(), settings)
         .into_make_service_with_connect_info::<SocketAddr>();
@@ -275,6 +297,29 @@ pub async fn serve(
     }
 }
 
+/// Once moat is told to stop, serves on for `period` (while `/readyz` says 503, so that load
+/// balancers take this replica out), then stops taking requests: those in flight finish, and
+/// legacy streams close, so that their clients reconnect through another replica.
+async fn drain(draining: CancellationToken, period: Duration, shutdown: CancellationToken) {
+    tokio::select! {
+        () = draining.cancelled() => {}
+        () = shutdown.cancelled() => return,
+    }
+    if !period.is_zero() {
+        tracing::info!(
+            "draining: /readyz answers 503 and new sessions are refused; requests are served \
+             for {} s more",
+            period.as_secs_f64()
+        );
+        tokio::select! {
+            () = tokio::time::sleep(period) => {}
+            () = shutdown.cancelled() => {}
+        }
+    }
+    tracing::info!("no longer taking requests; waiting for those in flight");
+    shutdown.cancel();
+}
+
 /// Sends small writes at once. An answer goes out in pieces (headers, then an SSE event), and
 /// with Nagle's algorithm the last piece waits for the client's delayed ACK: 40 ms a call.
 pub fn no_delay(stream: &mut tokio::net::TcpStream) {
@@ -291,6 +336,12 @@ pub fn router(
     settings: Settings,
 ) -> axum::Router {
     let live = settings.live.clone();
+    let draining = settings.draining.clone();
+    let shared_sessions = settings.cluster.clone().map(|cluster| {
+        Arc::new(SharedSessions::new(cluster, settings.session_idle, || {
+            auth::caller().name
+        }))
+    });
     let (gate, listening) = settings.split();
     let mut config = StreamableHttpServerConfig::default();
     let loopback_origins = ["http://localhost:*", "http://127.0.0.1:*", "http://[::1]:*"];
@@ -305,6 +356,10 @@ pub fn router(
     // progress or logs streams as SSE. Legacy sessions always stream.
     config.json_response = true;
     config.cancellation_token = shutdown.clone();
+    // Any replica restores a legacy session another opened, for its owner only.
+    config.session_store = shared_sessions.clone().map(|store| {
+        store as Arc<dyn rmcp::transport::streamable_http_server::session::SessionStore>
+    });
     let mut manager = LocalSessionManager::default();
     manager.session_config.keep_alive = Some(listening.session_idle);
     let manager = Arc::new(manager);
@@ -318,11 +373,12 @@ pub fn router(
     );
     let separate_metrics = listening.metrics_listener.is_some();
     live.start(gate, listening);
-    let sessions = Sessions::new(manager);
+    let sessions = Sessions::new(manager, shared_sessions);
     let limiter = Limiter {
         sessions: sessions.clone(),
         catalogue: catalogue.clone(),
         live: live.clone(),
+        draining: draining.clone(),
     };
     let guard = Guard {
         live: live.clone(),
@@ -352,7 +408,7 @@ pub fn router(
         .route("/healthz", get(|| async { "ok\n" }))
         .route(
             "/readyz",
-            get(move || std::future::ready(readiness(&catalogue, &shutdown))),
+            get(move || std::future::ready(readiness(&catalogue, [&draining, &shutdown]))),
         )
         .route("/.well-known/oauth-protected-resource", metadata.clone())
         .route("/.well-known/oauth-protected-resource/{*path}", metadata)
@@ -360,10 +416,10 @@ pub fn router(
 }
 
 /// `/readyz`: 200 with the number of plugins and tools served while moat serves (it listens only
-/// once its plugins are loaded), 503 once it is shutting down, so a load balancer stops sending
+/// once its plugins are loaded), 503 once it is told to stop, so a load balancer stops sending
 /// it requests before it stops answering them. `/healthz` only says the process answers.
-fn readiness(catalogue: &Catalogue, shutdown: &CancellationToken) -> Response {
-    if shutdown.is_cancelled() {
+fn readiness(catalogue: &Catalogue, stopping: [&CancellationToken; 2]) -> Response {
+    if stopping.iter().any(|token| token.is_cancelled()) {
         return (StatusCode::SERVICE_UNAVAILABLE, "shutting down\n").into_response();
     }
     let registry = catalogue.current();

@@ -2,7 +2,7 @@
 //! beyond its concurrent calls, is answered 429 with `Retry-After` and a JSON-RPC error, and
 //! nothing else waits for it. A legacy session beyond the cap on sessions is refused the same
 //! way before it starts, so sessions cannot exhaust memory (idle ones end on their own,
-//! `session_idle`).
+//! `session_idle`), and so is a new session on a replica that is shutting down.
 //!
 //! The slot a request takes here is handed to the MCP handler ([`HandedSlot`]), which holds it
 //! while the guest runs: past the end of the HTTP exchange when a legacy session's call goes on
@@ -38,13 +38,15 @@ pub struct Limiter {
     pub sessions: Sessions,
     pub catalogue: Catalogue,
     pub live: Live,
+    /// Cancelled once moat is told to stop: a session opened now would soon be cut off.
+    pub draining: tokio_util::sync::CancellationToken,
 }
 
 /// Counts the request against its principal's rate, before its body is read: a caller over its
 /// rate costs moat a lookup and a short answer, nothing more.
 pub async fn limit_rate(State(limiter): State<Limiter>, request: Request, next: Next) -> Response {
     if let Some(principal) = request.extensions().get::<Principal>()
-        && let Err(exceeded) = limiter.catalogue.quotas().request(&principal.name)
+        && let Err(exceeded) = limiter.catalogue.quotas().request(&principal.name).await
     {
         return too_many(&limiter, principal, Value::Null, exceeded);
     }
@@ -65,13 +67,16 @@ pub async fn limit_calls(
     };
     let method = rpc.method.as_str();
     if method == "initialize" && !request.headers().contains_key("mcp-session-id") {
+        if limiter.draining.is_cancelled() {
+            return draining(rpc.id.clone());
+        }
         let open = limiter.sessions.open().await;
         if open >= limiter.live.gate().max_sessions {
             return too_many_sessions(&limiter, principal, rpc.id.clone(), open);
         }
     }
     if GUEST_METHODS.contains(&method) {
-        match limiter.catalogue.quotas().call(&principal.name) {
+        match limiter.catalogue.quotas().call(&principal.name).await {
             Ok(slot) => {
                 request.extensions_mut().insert(HandedSlot::new(slot));
             }
@@ -79,6 +84,20 @@ pub async fn limit_calls(
         }
     }
     next.run(request).await
+}
+
+/// What a new session gets from a replica that is stopping: another replica will take it.
+fn draining(id: Value) -> Response {
+    let mut response = jsonrpc_error(
+        StatusCode::SERVICE_UNAVAILABLE,
+        id,
+        RATE_LIMITED,
+        "this server is shutting down; retry, and another will take the session".to_string(),
+    );
+    response
+        .headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+    response
 }
 
 fn too_many_sessions(limiter: &Limiter, principal: &Principal, id: Value, open: usize) -> Response {

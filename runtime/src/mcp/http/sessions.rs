@@ -5,6 +5,10 @@
 //! log line, a shared proxy) is answered exactly as for a session that does not exist, a 404,
 //! on every method: it can neither post to it (answering the question its guest waits on) nor
 //! read its stream nor end it.
+//!
+//! When replicas share state, a session opened on one is served by any ([`SharedSessions`]):
+//! the owner is looked up there for an id this replica does not know, and rmcp restores the
+//! session (replaying its `initialize`) only for that owner.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -16,6 +20,7 @@ use axum::response::{IntoResponse, Response};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 
 use crate::access::Principal;
+use crate::cluster::sessions::SharedSessions;
 
 const SESSION_HEADER: &str = "mcp-session-id";
 
@@ -23,16 +28,24 @@ const SESSION_HEADER: &str = "mcp-session-id";
 #[derive(Clone)]
 pub struct Sessions {
     manager: Arc<LocalSessionManager>,
-    /// Session id → the name of the principal that opened it.
+    /// Session id → the name of the principal that opened it, for the sessions on this replica.
     owners: Arc<Mutex<HashMap<String, String>>>,
+    /// Every replica's sessions, when they share them.
+    shared: Option<Arc<SharedSessions>>,
 }
 
 impl Sessions {
-    pub fn new(manager: Arc<LocalSessionManager>) -> Self {
+    pub fn new(manager: Arc<LocalSessionManager>, shared: Option<Arc<SharedSessions>>) -> Self {
         Self {
             manager,
             owners: Arc::default(),
+            shared,
         }
+    }
+
+    async fn is_here(&self, id: &str) -> bool {
+        let live = self.manager.sessions.read().await;
+        live.keys().any(|live| live.as_ref() == id)
     }
 
     /// Sessions open now.
@@ -42,6 +55,11 @@ impl Sessions {
 
     fn owner(&self, id: &str) -> Option<String> {
         self.owners.lock().expect("owners lock").get(id).cloned()
+    }
+
+    fn remember(&self, id: &str, principal: &str) {
+        let mut owners = self.owners.lock().expect("owners lock");
+        owners.insert(id.to_string(), principal.to_string());
     }
 
     /// Records that `principal` opened session `id`, forgetting the owners of ended sessions.
@@ -68,8 +86,14 @@ pub async fn bind_to_principal(
         return next.run(request).await;
     };
     if let Some(id) = session_id(request.headers()) {
+        let here = sessions.owner(&id);
+        let owner = match (&here, &sessions.shared) {
+            (Some(owner), _) => Some(owner.clone()),
+            (None, Some(shared)) => shared.owner(&id).await,
+            (None, None) => None,
+        };
         // An id no session has is for rmcp to answer: a 2026-07-28 request may carry one.
-        if let Some(owner) = sessions.owner(&id)
+        if let Some(owner) = owner
             && owner != principal
         {
             tracing::warn!(
@@ -78,11 +102,33 @@ pub async fn bind_to_principal(
             );
             return not_found();
         }
-        return next.run(request).await;
+        let Some(shared) = sessions.shared.clone() else {
+            return next.run(request).await;
+        };
+        if here.is_some() {
+            // Used: kept for another idle period, for whichever replica serves it next.
+            let touched = id.clone();
+            tokio::spawn(async move { shared.touch(&touched).await });
+            return next.run(request).await;
+        }
+        let response = next.run(request).await;
+        if sessions.is_here(&id).await {
+            // rmcp restored it from the shared store, which hands a session to its owner only.
+            shared.restored();
+            sessions.remember(&id, &principal);
+            tracing::info!(
+                "restored session {} of {principal}, opened by another replica",
+                digest(&id)
+            );
+        }
+        return response;
     }
     let response = next.run(request).await;
     if let Some(id) = session_id(response.headers()) {
         sessions.opened(&id, &principal).await;
+        if let Some(shared) = &sessions.shared {
+            shared.opened(&id, &principal).await;
+        }
     }
     response
 }

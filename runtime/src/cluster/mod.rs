@@ -1,0 +1,298 @@
+//! State that replicas of moat share, through Redis (or Valkey: the same protocol), when
+//! `[cluster]` names one; without it moat is one process and nothing here runs.
+//!
+//! Each kind of shared state has a module of its own: [`quotas`] (a principal's rate and call
+//! slots, decided by one script in Redis per request) and [`sessions`] (legacy sessions any
+//! replica can restore, bound to the principal that opened them). Every key expires by itself, so
+//! a replica that dies leaves nothing behind that outlives its TTL.
+//!
+//! When Redis cannot be reached, moat goes on with what each replica knows (quotas per replica,
+//! sessions only where they were opened), says so once in the log and in `moat_cluster_up`, and
+//! probes Redis every second until it answers again; requests in between never wait on it.
+
+pub mod quotas;
+pub mod sessions;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+
+/// How long one Redis command may take before moat goes on without it.
+const RESPONSE_TIMEOUT: Duration = Duration::from_millis(500);
+/// How often an unreachable Redis is asked whether it is back.
+const PROBE_EVERY: Duration = Duration::from_secs(1);
+
+/// `[cluster]`, checked.
+#[derive(Clone)]
+pub struct Settings {
+    /// `redis://` or `rediss://`, with any password in it.
+    pub redis: String,
+    /// This replica's name in audit lines, logs and metrics.
+    pub replica: String,
+}
+
+impl std::fmt::Debug for Settings {
+    // The URL may hold a password.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Settings")
+            .field("redis", &redacted(&self.redis))
+            .field("replica", &self.replica)
+            .finish()
+    }
+}
+
+impl PartialEq for Settings {
+    fn eq(&self, other: &Self) -> bool {
+        self.redis == other.redis && self.replica == other.replica
+    }
+}
+
+/// `url` without its password, for messages.
+pub fn redacted(url: &str) -> String {
+    match url.split_once("://") {
+        Some((scheme, rest)) => match rest.rsplit_once('@') {
+            Some((_, host)) => format!("{scheme}://…@{host}"),
+            None => url.to_string(),
+        },
+        None => url.to_string(),
+    }
+}
+
+/// The connection to the shared store, and whether it answers.
+pub struct Cluster {
+    replica: String,
+    /// Where Redis is, without its password.
+    address: String,
+    connection: ConnectionManager,
+    up: AtomicBool,
+    metrics: ClusterMetrics,
+}
+
+#[derive(Clone)]
+struct ClusterMetrics {
+    up: Gauge,
+    round_trips: Histogram,
+    restored_sessions: Counter,
+    leases: Gauge,
+}
+
+impl Cluster {
+    /// Connects (lazily: moat starts whether Redis answers or not) and starts the probe that
+    /// notices when an unreachable Redis is back.
+    pub fn connect(settings: &Settings) -> Result<Arc<Self>> {
+        let client = redis::Client::open(settings.redis.as_str()).with_context(|| {
+            format!(
+                "[cluster] redis = \"{}\" is not a Redis URL (redis://[:PASSWORD@]HOST:PORT/DB, \
+                 or rediss:// for TLS)",
+                redacted(&settings.redis)
+            )
+        })?;
+        let address = client.get_connection_info().addr().to_string();
+        let config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(RESPONSE_TIMEOUT))
+            .set_response_timeout(Some(RESPONSE_TIMEOUT))
+            .set_number_of_retries(1)
+            .set_max_delay(PROBE_EVERY);
+        let connection = ConnectionManager::new_lazy_with_config(client, config)
+            .context("setting up the Redis connection")?;
+        let cluster = Arc::new(Self {
+            replica: settings.replica.clone(),
+            address,
+            connection,
+            // Until the first answer says otherwise: the first requests try Redis.
+            up: AtomicBool::new(true),
+            metrics: ClusterMetrics {
+                up: Gauge::default(),
+                round_trips: Histogram::new(exponential_buckets(0.000_05, 4.0, 10)),
+                restored_sessions: Counter::default(),
+                leases: Gauge::default(),
+            },
+        });
+        cluster.metrics.up.set(1);
+        tokio::spawn(probe(Arc::downgrade(&cluster)));
+        tracing::info!(
+            "replica {} shares its state through Redis at {}",
+            cluster.replica,
+            cluster.address
+        );
+        Ok(cluster)
+    }
+
+    /// This replica's name.
+    pub fn replica(&self) -> &str {
+        &self.replica
+    }
+
+    /// Whether Redis answered the last time it was asked.
+    pub fn is_up(&self) -> bool {
+        self.up.load(Ordering::Relaxed)
+    }
+
+    /// Runs `command` against Redis unless it is known to be unreachable; `None` when it is, or
+    /// when this command fails (which marks it unreachable until the probe hears from it).
+    pub async fn run<T, F, Fut>(&self, command: F) -> Option<T>
+    where
+        F: FnOnce(ConnectionManager) -> Fut,
+        Fut: Future<Output = redis::RedisResult<T>>,
+    {
+        if !self.is_up() {
+            return None;
+        }
+        let started = Instant::now();
+        match tokio::time::timeout(RESPONSE_TIMEOUT, command(self.connection.clone())).await {
+            Ok(Ok(value)) => {
+                self.metrics
+                    .round_trips
+                    .observe(started.elapsed().as_secs_f64());
+                Some(value)
+            }
+            Ok(Err(error)) if !is_unreachable(&error) => {
+                // Redis answered: the command, not the connection, is at fault.
+                tracing::error!("Redis at {} refused a command: {error}", self.address);
+                None
+            }
+            Ok(Err(error)) => {
+                self.went_down(&error.to_string());
+                None
+            }
+            Err(_) => {
+                self.went_down("no answer within 500 ms");
+                None
+            }
+        }
+    }
+
+    fn went_down(&self, why: &str) {
+        if self.up.swap(false, Ordering::Relaxed) {
+            self.metrics.up.set(0);
+            tracing::warn!(
+                "Redis at {} is unreachable ({why}): until it answers again, quotas hold per \
+                 replica, legacy sessions only on the replica that opened them",
+                self.address
+            );
+        }
+    }
+
+    fn came_back(&self) {
+        if !self.up.swap(true, Ordering::Relaxed) {
+            self.metrics.up.set(1);
+            tracing::info!(
+                "Redis at {} answers again: quotas and sessions are shared again",
+                self.address
+            );
+        }
+    }
+
+    /// Counts a session restored from the shared store.
+    pub(crate) fn restored_session(&self) {
+        self.metrics.restored_sessions.inc();
+    }
+
+    fn leases(&self) -> &Gauge {
+        &self.metrics.leases
+    }
+
+    /// Adds the `moat_cluster_*` series to `registry`.
+    pub fn register(&self, registry: &mut Registry) {
+        let metrics = self.metrics.clone();
+        registry.register(
+            "cluster_up",
+            "Whether the Redis replicas share state through answers (1) or not (0)",
+            metrics.up,
+        );
+        registry.register(
+            "cluster_redis_seconds",
+            "Round trips to Redis, in seconds",
+            metrics.round_trips,
+        );
+        registry.register(
+            "cluster_restored_sessions",
+            "Legacy sessions another replica opened, restored here",
+            metrics.restored_sessions,
+        );
+        registry.register(
+            "cluster_leases",
+            "Call slots this replica holds in Redis now",
+            metrics.leases,
+        );
+    }
+}
+
+/// Whether `error` says Redis could not be reached, rather than that it refused a command.
+fn is_unreachable(error: &redis::RedisError) -> bool {
+    error.is_io_error()
+        || error.is_connection_dropped()
+        || error.is_connection_refusal()
+        || error.is_timeout()
+        || error.is_unrecoverable_error()
+}
+
+/// Asks an unreachable Redis every second whether it is back, while the cluster lives.
+async fn probe(cluster: std::sync::Weak<Cluster>) {
+    let mut every = tokio::time::interval(PROBE_EVERY);
+    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        every.tick().await;
+        let Some(cluster) = cluster.upgrade() else {
+            return;
+        };
+        let mut connection = cluster.connection.clone();
+        let ping = tokio::time::timeout(
+            RESPONSE_TIMEOUT,
+            redis::cmd("PING").query_async::<String>(&mut connection),
+        )
+        .await;
+        match ping {
+            Ok(Ok(_)) => cluster.came_back(),
+            Ok(Err(error)) => cluster.went_down(&error.to_string()),
+            Err(_) => cluster.went_down("no answer within 500 ms"),
+        }
+    }
+}
+
+/// The key of `name`'s state of one kind (`moat:quota:rate`): the name hashed, so that any name
+/// makes a short key of one shape, and Redis (its `KEYS`, `MONITOR`, a dump) holds no session id
+/// a client could present.
+fn key(kind: &str, name: &str) -> String {
+    use sha2::Digest as _;
+    let hash = sha2::Sha256::digest(name.as_bytes());
+    let hex: String = hash[..16].iter().map(|b| format!("{b:02x}")).collect();
+    format!("{kind}:{hex}")
+}
+
+/// The host name, for a replica that is not given one.
+pub fn host_name() -> String {
+    let mut buffer = [0u8; 256];
+    // SAFETY: the buffer is valid for its length; gethostname writes at most that much.
+    let result = unsafe { libc::gethostname(buffer.as_mut_ptr().cast(), buffer.len()) };
+    let end = buffer.iter().position(|&b| b == 0).unwrap_or(buffer.len());
+    match (result, std::str::from_utf8(&buffer[..end])) {
+        (0, Ok(name)) if !name.is_empty() => name.to_string(),
+        _ => format!("pid-{}", std::process::id()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passwords_stay_out_of_messages() {
+        assert_eq!(
+            redacted("redis://:hunter2@cache:6379/0"),
+            "redis://…@cache:6379/0"
+        );
+        assert_eq!(
+            redacted("rediss://user:p@ss@cache:6380"),
+            "rediss://…@cache:6380"
+        );
+        assert_eq!(redacted("redis://cache:6379"), "redis://cache:6379");
+    }
+}

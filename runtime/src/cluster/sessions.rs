@@ -1,0 +1,152 @@
+//! Legacy sessions any replica can serve: what rmcp needs to restore one (the client's
+//! `initialize`, replayed to a fresh handler without the client sending it again), and the
+//! principal that opened it, in one Redis hash per session that expires when the session has
+//! been idle for as long as a session may be.
+//!
+//! A session is restored only for the principal that opened it: [`SharedSessions::load`] reads
+//! the owner with the state and hands the state only to the request acting for that owner.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::Cluster;
+use rmcp::transport::streamable_http_server::session::store::{
+    SessionState, SessionStore, SessionStoreError,
+};
+
+/// The sessions of every replica.
+pub struct SharedSessions {
+    cluster: Arc<Cluster>,
+    /// How long a session lives without a request.
+    idle: Duration,
+    /// The name of the principal the request being handled acts for.
+    caller: fn() -> String,
+}
+
+impl SharedSessions {
+    pub fn new(cluster: Arc<Cluster>, idle: Duration, caller: fn() -> String) -> Self {
+        Self {
+            cluster,
+            idle,
+            caller,
+        }
+    }
+
+    /// The principal that opened session `id`: `None` when no replica knows it (or Redis
+    /// cannot say).
+    pub async fn owner(&self, id: &str) -> Option<String> {
+        let key = session_key(id);
+        self.cluster
+            .run(|mut connection| async move {
+                redis::cmd("HGET")
+                    .arg(key)
+                    .arg("owner")
+                    .query_async::<Option<String>>(&mut connection)
+                    .await
+            })
+            .await
+            .flatten()
+    }
+
+    /// Records that `principal` opened session `id`.
+    pub async fn opened(&self, id: &str, principal: &str) {
+        let (key, idle) = (session_key(id), self.idle_ms());
+        self.cluster
+            .run(|mut connection| async move {
+                redis::pipe()
+                    .atomic()
+                    .hset(&key, "owner", principal)
+                    .ignore()
+                    .pexpire(&key, idle)
+                    .ignore()
+                    .query_async::<()>(&mut connection)
+                    .await
+            })
+            .await;
+    }
+
+    /// Keeps session `id` for another idle period: it has just been used.
+    pub async fn touch(&self, id: &str) {
+        let (key, idle) = (session_key(id), self.idle_ms());
+        self.cluster
+            .run(|mut connection| async move {
+                redis::cmd("PEXPIRE")
+                    .arg(key)
+                    .arg(idle)
+                    .query_async::<u8>(&mut connection)
+                    .await
+            })
+            .await;
+    }
+
+    /// Counts a session restored here.
+    pub fn restored(&self) {
+        self.cluster.restored_session();
+    }
+
+    fn idle_ms(&self) -> i64 {
+        i64::try_from(self.idle.as_millis()).unwrap_or(i64::MAX)
+    }
+}
+
+/// Unavailable shared state is no error to rmcp: a session that cannot be restored is one that
+/// does not exist (404), and one that cannot be stored lives on the replica that opened it.
+#[async_trait::async_trait]
+impl SessionStore for SharedSessions {
+    async fn load(&self, id: &str) -> Result<Option<SessionState>, SessionStoreError> {
+        let key = session_key(id);
+        let found = self
+            .cluster
+            .run(|mut connection| async move {
+                redis::cmd("HMGET")
+                    .arg(key)
+                    .arg("state")
+                    .arg("owner")
+                    .query_async::<(Option<String>, Option<String>)>(&mut connection)
+                    .await
+            })
+            .await;
+        let Some((Some(state), Some(owner))) = found else {
+            return Ok(None);
+        };
+        if owner != (self.caller)() {
+            return Ok(None);
+        }
+        Ok(Some(serde_json::from_str(&state)?))
+    }
+
+    async fn store(&self, id: &str, state: &SessionState) -> Result<(), SessionStoreError> {
+        let (key, idle) = (session_key(id), self.idle_ms());
+        let state = serde_json::to_string(state)?;
+        self.cluster
+            .run(|mut connection| async move {
+                redis::pipe()
+                    .atomic()
+                    .hset(&key, "state", state)
+                    .ignore()
+                    .pexpire(&key, idle)
+                    .ignore()
+                    .query_async::<()>(&mut connection)
+                    .await
+            })
+            .await;
+        Ok(())
+    }
+
+    async fn delete(&self, id: &str) -> Result<(), SessionStoreError> {
+        let key = session_key(id);
+        self.cluster
+            .run(|mut connection| async move {
+                redis::cmd("DEL")
+                    .arg(key)
+                    .query_async::<u8>(&mut connection)
+                    .await
+            })
+            .await;
+        Ok(())
+    }
+}
+
+fn session_key(id: &str) -> String {
+    super::key("moat:session", id)
+}
