@@ -31,6 +31,26 @@ def test_no_tool_lists_the_tools(moat_bin: Path, plugin: Callable[[str], Path]) 
     assert all(len(line.split()) > 1 for line in lines), "each name has its description's first line"
 
 
+def test_each_listed_description_is_a_whole_sentence_or_ends_in_an_ellipsis(
+    moat_bin: Path, plugin: Callable[[str], Path]
+) -> None:
+    # weather's first sentences are longer than a line; text's fit.
+    for name in ["weather", "text"]:
+        listed = call(moat_bin, plugin(name))
+        assert listed.returncode == 0, listed.stderr
+        for line in listed.stdout.splitlines():
+            about = line.split(None, 1)[1]
+            assert len(line) <= 100, line
+            assert about.endswith((".", "…")), line
+            # A cut falls between words, not inside one.
+            assert not about.endswith(" …") and about.rstrip("…")[-1:] != " ", line
+    weather = call(moat_bin, plugin("weather")).stdout
+    assert "weather_current   The current weather at a place: temperature," in weather
+    assert "…" in weather, weather
+    text = call(moat_bin, plugin("text")).stdout.splitlines()
+    assert "text_hash           Hashes the UTF-8 bytes of `text` and returns the digest." in text, text
+
+
 def test_arguments_from_stdin(moat_bin: Path, plugin: Callable[[str], Path]) -> None:
     done = call(moat_bin, plugin("echo"), "echo", "-", stdin='{"message": "from stdin"}')
     assert done.returncode == 0, done.stderr
