@@ -5,6 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Result, bail};
+use moat::serve::service::Service;
 use serde_json::{Value, json};
 
 /// The MCP hosts moat writes configuration for.
@@ -254,20 +255,21 @@ fn claude_code_command(name: &str, launch: &Launch) -> Result<String> {
     }
 }
 
-/// The local token a host needs for a moat serving HTTP with `config`; none when the config
-/// names other credentials (API keys, OAuth), which the host brings itself.
-pub fn local_token(
-    config: Option<&Path>,
-    token_file: Option<PathBuf>,
-) -> Result<Option<LocalToken>> {
-    let service = match config {
-        Some(config) => moat::serve::config::read_service(config, None)?,
-        None => Default::default(),
-    };
+/// The `[auth]` and `[http]` tables of `config`, or none.
+pub fn service(config: Option<&Path>) -> Result<Service> {
+    match config {
+        Some(config) => moat::serve::config::read_service(config, None),
+        None => Ok(Service::default()),
+    }
+}
+
+/// The local token a host needs for a moat serving HTTP with `service`; none when it names
+/// other credentials (API keys, OAuth), which the host brings itself.
+pub fn local_token(service: &Service, token_file: Option<PathBuf>) -> Result<Option<LocalToken>> {
     if !service.api_keys.is_empty() || service.oauth.is_some() {
         return Ok(None);
     }
-    let file = moat::access::credentials::token_file(token_file, service.token_file)?;
+    let file = moat::access::credentials::token_file(token_file, service.token_file.clone())?;
     let value = moat::access::credentials::local_token(&file)?;
     // Absolute: the user reads it from wherever the host runs.
     let file = std::path::absolute(&file).unwrap_or(file);

@@ -16,6 +16,7 @@ pub mod logging;
 mod new;
 mod one_line;
 mod policy;
+mod reach;
 mod replace_file;
 mod serve;
 mod supply;
@@ -516,10 +517,17 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         } => {
             let host = host.context("name the host")?;
             let launch = match http {
-                Some(addr) => Launch::Http {
-                    url: format!("http://{addr}/mcp"),
-                    token: hosts::local_token(config.as_deref(), token_file)?,
-                },
+                Some(addr) => {
+                    let service = hosts::service(config.as_deref())?;
+                    let reach = reach::url(addr, &service)?;
+                    if let Some(note) = &reach.note {
+                        eprintln!("moat: {note}");
+                    }
+                    Launch::Http {
+                        url: reach.url,
+                        token: hosts::local_token(&service, token_file)?,
+                    }
+                }
                 None => Launch::stdio(
                     std::env::current_exe()?,
                     &plugins,

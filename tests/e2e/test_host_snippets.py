@@ -1,0 +1,72 @@
+"""`moat config HOST --http …` as a user runs it against a real `moat serve --http`: the URL it
+prints is one moat accepts, and the snippet carries the credential this configuration takes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from support import free_port, stop, wait_for_port
+from test_auth import mcp_post
+
+
+def run(moat_bin: Path, *args: str | Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(moat_bin), *map(str, args)], capture_output=True, text=True,
+                          timeout=120, env=env, stdin=subprocess.DEVNULL)
+
+
+def home(tmp_path: Path) -> dict[str, str]:
+    """An environment whose local token lives in `tmp_path`."""
+    env = {k: v for k, v in os.environ.items() if k not in ("MOAT_TOKEN_FILE", "XDG_CONFIG_HOME")}
+    env["HOME"] = str(tmp_path)
+    return env
+
+
+@contextmanager
+def serving(moat_bin: Path, args: list[str], port: int, env: dict[str, str], log: Path) -> Iterator[None]:
+    with log.open("w") as errlog:
+        process = subprocess.Popen([str(moat_bin), "serve", *args], stdin=subprocess.DEVNULL,
+                                   stdout=subprocess.DEVNULL, stderr=errlog, env=env)
+    try:
+        wait_for_port(port, process, log)
+        yield
+    finally:
+        stop(process)
+
+
+def test_every_address_gets_a_url_moat_accepts(
+    moat_bin: Path, plugin: Callable[[str], Path], tmp_path: Path
+) -> None:
+    env, port = home(tmp_path), free_port()
+    with serving(moat_bin, [str(plugin("echo")), "--http", f"0.0.0.0:{port}"], port, env,
+                 tmp_path / "moat.stderr"):
+        token = (tmp_path / ".config/moat/http-token").read_text().strip()
+        printed = run(moat_bin, "config", "cursor", "--http", f"0.0.0.0:{port}", env=env)
+        assert printed.returncode == 0, printed.stderr
+        server = json.loads(printed.stdout)["mcpServers"]["moat"]
+        assert server["url"] == f"http://127.0.0.1:{port}/mcp"
+        assert "none to connect to" in printed.stderr and "[http] hosts" in printed.stderr
+        # The URL as printed gets through moat's Host check, with the snippet's header.
+        status, _, body = mcp_post(server["url"], token)
+        assert status == 200, body
+        assert server["headers"]["Authorization"] == f"Bearer {token}"
+
+
+def test_a_name_from_http_hosts_is_the_url_and_no_fitting_url_is_an_error(
+    moat_bin: Path, tmp_path: Path
+) -> None:
+    env, port = home(tmp_path), free_port()
+    config = tmp_path / "moat.toml"
+    config.write_text('[http]\nhosts = ["tools.example.com"]\n')
+    named = run(moat_bin, "config", "claude-code", "--config", config, "--http", f"0.0.0.0:{port}", env=env)
+    assert named.returncode == 0, named.stderr
+    assert f"http://tools.example.com:{port}/mcp" in named.stdout
+    assert f"http://127.0.0.1:{port}/mcp reaches moat too" in named.stderr
+
+    lan = run(moat_bin, "config", "cursor", "--http", f"192.0.2.7:{port}", env=env)
+    assert lan.returncode != 0 and lan.stdout == ""
+    assert "no URL reaches moat at" in lan.stderr and 'hosts = ["192.0.2.7"]' in lan.stderr
