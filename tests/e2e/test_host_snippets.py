@@ -70,3 +70,38 @@ def test_a_name_from_http_hosts_is_the_url_and_no_fitting_url_is_an_error(
     lan = run(moat_bin, "config", "cursor", "--http", f"192.0.2.7:{port}", env=env)
     assert lan.returncode != 0 and lan.stdout == ""
     assert "no URL reaches moat at" in lan.stderr and 'hosts = ["192.0.2.7"]' in lan.stderr
+
+
+def test_with_api_keys_the_refusal_and_the_snippet_say_which_credential_moat_takes(
+    moat_bin: Path, plugin: Callable[[str], Path], tmp_path: Path
+) -> None:
+    env, port = home(tmp_path), free_port()
+    made = run(moat_bin, "auth", "key", "ci", env=env)
+    assert made.returncode == 0, made.stderr
+    key = made.stdout.strip()
+    hashed = made.stderr.split('ci = "')[1].split('"')[0]
+    config = tmp_path / "moat.toml"
+    config.write_text(f'[plugins.echo]\npath = {json.dumps(str(plugin("echo")))}\n'
+                      f'[auth]\napi_keys = {{ ci = "{hashed}" }}\n')
+    log = tmp_path / "moat.stderr"
+    # The local token a host configured before [auth] existed.
+    stale = run(moat_bin, "config", "cursor", "--http", f"127.0.0.1:{port}", env=env)
+    token = json.loads(stale.stdout)["mcpServers"]["moat"]["headers"]["Authorization"].removeprefix("Bearer ")
+    with serving(moat_bin, ["--config", str(config), "--http", f"127.0.0.1:{port}"], port, env, log):
+        url = f"http://127.0.0.1:{port}/mcp"
+        assert mcp_post(url, token)[0] == 401
+        [refused] = [line for line in log.read_text().splitlines() if "refused a request" in line]
+        assert "this moat accepts only the 1 API key of [auth] api_keys" in refused, refused
+        assert "`moat auth key NAME`" in refused and "not the local token" in refused, refused
+
+        printed = run(moat_bin, "config", "cursor", "--config", config, "--http", f"127.0.0.1:{port}", env=env)
+        assert printed.returncode == 0, printed.stderr
+        server = json.loads(printed.stdout)["mcpServers"]["moat"]
+        assert server["headers"] == {"Authorization": "Bearer ${env:MOAT_API_KEY}"}
+        assert "not the local token: make one with `moat auth key NAME`" in printed.stderr
+        # The header as Cursor expands it is accepted.
+        assert mcp_post(server["url"], key)[0] == 200
+
+        command = run(moat_bin, "config", "claude-code", "--config", config, "--http", f"127.0.0.1:{port}", env=env)
+        assert command.stdout.strip().endswith('--header "Authorization: Bearer ${MOAT_API_KEY}"'), command.stdout
+        assert "export MOAT_API_KEY=KEY" in command.stderr

@@ -5,6 +5,7 @@ mod cache;
 mod call;
 mod doctor;
 mod embed;
+mod host_auth;
 mod host_files;
 mod hosts;
 mod init;
@@ -36,6 +37,7 @@ use moat::supply::signing;
 use moat::supply::source::Store;
 
 use call::call;
+use host_auth::TokenIn;
 use hosts::{Host, Launch, snippet};
 use inspect::inspect;
 use policy::policy_check;
@@ -525,7 +527,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
                     }
                     Launch::Http {
                         url: reach.url,
-                        token: hosts::local_token(&service, token_file)?,
+                        credential: host_auth::credential(&service, token_file)?,
                     }
                 }
                 None => Launch::stdio(
@@ -539,6 +541,11 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
                 return host_files::write(host, &name, &launch, write.file);
             }
             print_out(&snippet(host, &name, &launch)?);
+            if let Launch::Http { credential, .. } = &launch
+                && let Some(note) = host_auth::note(host, &name, None, credential, TokenIn::Entry)
+            {
+                eprintln!("moat: {note}");
+            }
             Ok(ExitCode::SUCCESS)
         }
         Command::Auth {
