@@ -1,5 +1,6 @@
-"""`moat config HOST --http …` as a user runs it against a real `moat serve --http`: the URL it
-prints is one moat accepts, and the snippet carries the credential this configuration takes."""
+"""`moat config HOST …` as a user runs it, against a real `moat serve --http`: the URL it
+prints is one moat accepts, the snippet carries the credential this configuration takes, and a
+plugin moat would refuse (missing, or a moat.toml without `--config`) is refused at once."""
 
 from __future__ import annotations
 
@@ -105,3 +106,26 @@ def test_with_api_keys_the_refusal_and_the_snippet_say_which_credential_moat_tak
         command = run(moat_bin, "config", "claude-code", "--config", config, "--http", f"127.0.0.1:{port}", env=env)
         assert command.stdout.strip().endswith('--header "Authorization: Bearer ${MOAT_API_KEY}"'), command.stdout
         assert "export MOAT_API_KEY=KEY" in command.stderr
+
+
+def test_a_plugin_that_is_not_there_or_is_a_moat_toml_is_refused_with_the_fix(
+    moat_bin: Path, plugin: Callable[[str], Path], tmp_path: Path
+) -> None:
+    env = home(tmp_path)
+    missing = run(moat_bin, "config", "claude-code", tmp_path / "nonexistent.wasm", env=env)
+    assert missing.returncode != 0 and missing.stdout == ""
+    assert f"no plugin at {tmp_path / 'nonexistent.wasm'}" in missing.stderr
+    no_config = run(moat_bin, "config", "cursor", "--config", tmp_path / "absent.toml", env=env)
+    assert no_config.returncode != 0 and "no moat.toml at" in no_config.stderr
+
+    config = tmp_path / "dir" / "moat.toml"
+    config.parent.mkdir()
+    config.write_text(f'[plugins.echo]\npath = {json.dumps(str(plugin("echo")))}\n')
+    hint = f"is not a WebAssembly file: did you mean `--config {config}`?"
+    for args in [("config", "claude-code", config), ("serve", config), ("call", config), ("inspect", config)]:
+        done = run(moat_bin, *args, env=env)
+        assert done.returncode != 0, args
+        assert hint in done.stderr, (args, done.stderr)
+    # Given as the hint says, it serves.
+    fixed = run(moat_bin, "config", "claude-code", "--config", config, env=env)
+    assert fixed.returncode == 0, fixed.stderr

@@ -4,8 +4,9 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::Result;
+use anyhow::{Result, bail};
 use moat::serve::service::Service;
+use moat::supply::source::Source;
 use serde_json::{Value, json};
 
 use super::host_auth::{Credential, KEY_VARIABLE, TokenIn, authorization};
@@ -50,6 +51,21 @@ impl Launch {
         }
         Launch::Stdio { command, args }
     }
+}
+
+/// Refuses what `moat serve` would refuse at once: a local plugin that is not there or is not
+/// WebAssembly, a config that is not there. A host given such an entry fails each time it starts
+/// moat, far from the command that wrote it.
+pub fn check_sources(plugins: &[PathBuf], config: Option<&Path>, cwd: &Path) -> Result<()> {
+    for plugin in plugins {
+        Source::parse(&plugin.to_string_lossy(), cwd)?.check_local()?;
+    }
+    if let Some(config) = config
+        && !cwd.join(config).is_file()
+    {
+        bail!("no moat.toml at {}: no such file", config.display());
+    }
+    Ok(())
 }
 
 /// The snippet for `host`: JSON for the hosts configured by file, a shell command for Claude Code.

@@ -530,12 +530,11 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
                         credential: host_auth::credential(&service, token_file)?,
                     }
                 }
-                None => Launch::stdio(
-                    std::env::current_exe()?,
-                    &plugins,
-                    config.as_deref(),
-                    &std::env::current_dir()?,
-                ),
+                None => {
+                    let cwd = std::env::current_dir()?;
+                    hosts::check_sources(&plugins, config.as_deref(), &cwd)?;
+                    Launch::stdio(std::env::current_exe()?, &plugins, config.as_deref(), &cwd)
+                }
             };
             if write.write {
                 return host_files::write(host, &name, &launch, write.file);
