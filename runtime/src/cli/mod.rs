@@ -57,12 +57,21 @@ pub struct Cli {
     /// (e.g. `info,moat=debug`) takes the place of both flags.
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     verbose: u8,
+    /// How the log is written: `text` lines for people, or `json`, one object a line with the
+    /// event's and its spans' fields, for collectors (default: MOAT_LOG_FORMAT, else text).
+    #[arg(long, global = true, value_name = "FORMAT")]
+    log_format: Option<logging::LogFormat>,
 }
 
 impl Cli {
     /// The count of `-v` less the count of `-q`.
     pub fn verbosity(&self) -> i8 {
         (self.verbose.min(8) as i8) - (self.quiet.min(8) as i8)
+    }
+
+    /// The log format the command line asks for, if it does.
+    pub fn log_format(&self) -> Option<logging::LogFormat> {
+        self.log_format
     }
 }
 
