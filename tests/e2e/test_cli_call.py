@@ -120,3 +120,31 @@ def test_a_plugin_of_a_locked_config_is_called_only_as_pinned(
     changed = call(moat_bin, "--config", config, "tool", "nap", '{"ms": 1}')
     assert changed.returncode == 3, changed.stderr
     assert "moat.lock pins" in result_of(changed)["content"][0]["text"]
+
+
+def test_the_log_says_a_grant_is_missing_once_and_only_when_it_is(
+    moat_bin: Path, plugin: Callable[[str], Path], tmp_path: Path
+) -> None:
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k != "MOAT_LOG"}
+
+    def listed(*args: str | Path) -> str:
+        done = subprocess.run([str(moat_bin), *map(str, args)], capture_output=True, text=True,
+                              timeout=120, env=env)
+        assert done.returncode == 0, done.stderr
+        return done.stderr
+
+    # fetch asks for `*:*`; with nothing granted the log says so, once.
+    [missing] = [line for line in listed("call", plugin("fetch")).splitlines() if "network *:*" in line]
+    assert " INFO " in missing and missing.count("not granted") == 1, missing
+    # Granted one site, fetch has what its operator chose: nothing to say at the default level,
+    # and at debug level no policy is named, since none is in force.
+    config = tmp_path / "moat.toml"
+    config.write_text(f'[plugins.fetch]\npath = {json.dumps(str(plugin("fetch")))}\n'
+                      'network = ["https://example.com"]\n')
+    assert "network" not in listed("call", "--config", config, "fetch")
+    debug = listed("-v", "call", "--config", config, "fetch")
+    assert "network *:*: granted in part: the plugin asks for it; the operator grants [https://example.com]" in debug
+    assert "network https://example.com: granted: the plugin asks for it" in debug
+    assert "the policy" not in debug and "within the policy" not in debug, debug
