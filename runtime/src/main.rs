@@ -20,17 +20,24 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(error) => error.exit(),
     };
-    if let Err(error) = cli::logging::init(cli.verbosity()) {
-        eprintln!("moat: {error:#}");
-        return ExitCode::from(2);
-    }
+    let format = match cli::logging::init(cli.verbosity(), cli.log_format()) {
+        Ok(format) => format,
+        Err(error) => {
+            eprintln!("moat: {error:#}");
+            return ExitCode::from(2);
+        }
+    };
     let runtime = tokio::runtime::Runtime::new().expect("starting the async runtime");
     let outcome = runtime.block_on(cli::run(cli));
     moat::sandbox::instances::stop_making_ahead();
     match outcome {
         Ok(code) => code,
         Err(error) => {
-            eprintln!("moat: {error:#}");
+            // A collector reading JSON gets the reason moat stopped as one more object.
+            match format {
+                cli::logging::LogFormat::Json => tracing::error!("{error:#}"),
+                cli::logging::LogFormat::Text => eprintln!("moat: {error:#}"),
+            }
             ExitCode::from(2)
         }
     }

@@ -31,6 +31,26 @@ def test_no_tool_lists_the_tools(moat_bin: Path, plugin: Callable[[str], Path]) 
     assert all(len(line.split()) > 1 for line in lines), "each name has its description's first line"
 
 
+def test_each_listed_description_is_a_whole_sentence_or_ends_in_an_ellipsis(
+    moat_bin: Path, plugin: Callable[[str], Path]
+) -> None:
+    # weather's first sentences are longer than a line; text's fit.
+    for name in ["weather", "text"]:
+        listed = call(moat_bin, plugin(name))
+        assert listed.returncode == 0, listed.stderr
+        for line in listed.stdout.splitlines():
+            about = line.split(None, 1)[1]
+            assert len(line) <= 100, line
+            assert about.endswith((".", "…")), line
+            # A cut falls between words, not inside one.
+            assert not about.endswith(" …") and about.rstrip("…")[-1:] != " ", line
+    weather = call(moat_bin, plugin("weather")).stdout
+    assert "weather_current   The current weather at a place: temperature," in weather
+    assert "…" in weather, weather
+    text = call(moat_bin, plugin("text")).stdout.splitlines()
+    assert "text_hash           Hashes the UTF-8 bytes of `text` and returns the digest." in text, text
+
+
 def test_arguments_from_stdin(moat_bin: Path, plugin: Callable[[str], Path]) -> None:
     done = call(moat_bin, plugin("echo"), "echo", "-", stdin='{"message": "from stdin"}')
     assert done.returncode == 0, done.stderr
@@ -100,3 +120,31 @@ def test_a_plugin_of_a_locked_config_is_called_only_as_pinned(
     changed = call(moat_bin, "--config", config, "tool", "nap", '{"ms": 1}')
     assert changed.returncode == 3, changed.stderr
     assert "moat.lock pins" in result_of(changed)["content"][0]["text"]
+
+
+def test_the_log_says_a_grant_is_missing_once_and_only_when_it_is(
+    moat_bin: Path, plugin: Callable[[str], Path], tmp_path: Path
+) -> None:
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k != "MOAT_LOG"}
+
+    def listed(*args: str | Path) -> str:
+        done = subprocess.run([str(moat_bin), *map(str, args)], capture_output=True, text=True,
+                              timeout=120, env=env)
+        assert done.returncode == 0, done.stderr
+        return done.stderr
+
+    # fetch asks for `*:*`; with nothing granted the log says so, once.
+    [missing] = [line for line in listed("call", plugin("fetch")).splitlines() if "network *:*" in line]
+    assert " INFO " in missing and missing.count("not granted") == 1, missing
+    # Granted one site, fetch has what its operator chose: nothing to say at the default level,
+    # and at debug level no policy is named, since none is in force.
+    config = tmp_path / "moat.toml"
+    config.write_text(f'[plugins.fetch]\npath = {json.dumps(str(plugin("fetch")))}\n'
+                      'network = ["https://example.com"]\n')
+    assert "network" not in listed("call", "--config", config, "fetch")
+    debug = listed("-v", "call", "--config", config, "fetch")
+    assert "network *:*: granted in part: the plugin asks for it; the operator grants [https://example.com]" in debug
+    assert "network https://example.com: granted: the plugin asks for it" in debug
+    assert "the policy" not in debug and "within the policy" not in debug, debug

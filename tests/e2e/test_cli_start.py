@@ -120,6 +120,32 @@ def test_log_flags_and_a_bad_moat_log(moat_bin: Path, plugin: Callable[[str], Pa
     bad = run(moat_bin, "pull", plugin("echo"), env={**env, "MOAT_LOG": "debug,moat=loud"})
     assert bad.returncode == 2
     assert 'MOAT_LOG="debug,moat=loud" is not a log filter' in bad.stderr
+    # The parser's reason, once.
+    assert bad.stderr.count("expected one of") == 1, bad.stderr
+
+
+def test_json_logs_are_one_object_a_line_from_the_flag_or_the_variable(
+    moat_bin: Path, plugin: Callable[[str], Path], tmp_path: Path
+) -> None:
+    env = {k: v for k, v in os.environ.items() if k not in ("MOAT_LOG", "MOAT_LOG_FORMAT")}
+    missing = tmp_path / "gone.wasm"
+    for args, extra in [(["--log-format", "json"], {}), ([], {"MOAT_LOG_FORMAT": "json"})]:
+        # One plugin loads, one does not, and then moat stops: events of three levels.
+        done = run(moat_bin, *args, "serve", plugin("echo"), missing, env={**env, **extra})
+        lines = done.stderr.splitlines()
+        assert lines, done.stderr
+        events = [json.loads(line) for line in lines]
+        for event in events:
+            assert {"timestamp", "level", "target", "message"} <= event.keys(), event
+        # The event's fields are at the top, beside its message.
+        [loaded] = [e for e in events if e["message"] == "plugins loaded"]
+        assert loaded["plugins"] == 1 and loaded["failed"] == 1, loaded
+        [failed] = [e for e in events if "not loaded" in e["message"]]
+        assert failed["level"] == "ERROR" and failed["plugin"] == "gone", failed
+    text = run(moat_bin, "serve", plugin("echo"), env={**env, "MOAT_LOG_FORMAT": "text"})
+    assert " INFO " in text.stderr and not text.stderr.startswith("{")
+    bad = run(moat_bin, "cache", "dir", env={**env, "MOAT_LOG_FORMAT": "yaml"})
+    assert bad.returncode == 2 and 'MOAT_LOG_FORMAT="yaml" is not a log format' in bad.stderr
 
 
 def test_each_plugin_gets_one_line_and_rmcp_stays_quiet(

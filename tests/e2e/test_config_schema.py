@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 from conftest import REPO_ROOT
@@ -25,13 +26,13 @@ def test_moat_config_schema_prints_the_committed_schema(moat_bin: Path) -> None:
     assert schema["additionalProperties"] is False
 
 
-def test_moat_config_still_wants_a_host(moat_bin: Path, tmp_path: Path) -> None:
+def test_moat_config_still_wants_a_host(moat_bin: Path, plugin: Callable[[str], Path]) -> None:
     missing = run(moat_bin, "config")
     assert missing.returncode == 2
     assert "<HOST>" in missing.stderr
     unknown = run(moat_bin, "config", "schemas")
     assert unknown.returncode == 2
     assert "invalid value 'schemas'" in unknown.stderr
-    cursor = run(moat_bin, "config", "cursor", tmp_path / "echo.wasm")
+    cursor = run(moat_bin, "config", "cursor", plugin("echo"))
     assert cursor.returncode == 0, cursor.stderr
     assert "mcpServers" in json.loads(cursor.stdout)

@@ -119,20 +119,32 @@ def test_configured_host_names_are_accepted_and_others_still_refused(
     body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "e", "version": "1"}}})
 
-    def status(**headers: str) -> int:
-        args = ["curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}", "-X", "POST",
+    def answer(**headers: str) -> tuple[int, str, str]:
+        """The status, content type and body."""
+        args = ["curl", "-sS", "-o", str(tmp_path / "body"), "-w", "%{http_code} %{content_type}", "-X", "POST",
                 f"http://127.0.0.1:{port}/mcp", "--data", body,
                 "-H", "content-type: application/json", "-H", "accept: application/json, text/event-stream",
                 "-H", AUTH["Authorization"].join(["authorization: ", ""])]
         for name, value in headers.items():
             args += ["-H", f"{name}: {value}"]
-        return int(subprocess.run(args, capture_output=True, text=True, check=True).stdout)
+        code, _, kind = subprocess.run(args, capture_output=True, text=True, check=True).stdout.partition(" ")
+        return int(code), kind, (tmp_path / "body").read_text()
+
+    def status(**headers: str) -> int:
+        return answer(**headers)[0]
 
     try:
         assert status(host="tools.example.com") == 200
-        assert status(host="evil.example.com") == 403
         assert status(origin="https://app.example.com") == 200
-        assert status(origin="https://evil.example.com") == 403
+        # Refused as every other refusal of moat's is: JSON naming what was refused and the fix.
+        code, kind, refused = answer(host="evil.example.com")
+        assert (code, kind) == (403, "application/json"), refused
+        said = json.loads(refused)["error_description"]
+        assert '"evil.example.com"' in said and "[http] hosts" in said, said
+        code, kind, refused = answer(origin="https://evil.example.com")
+        assert (code, kind) == (403, "application/json"), refused
+        said = json.loads(refused)["error_description"]
+        assert '"https://evil.example.com"' in said and "[http] origins" in said, said
     finally:
         stop(process)
 

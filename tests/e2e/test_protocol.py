@@ -159,6 +159,18 @@ def test_unparsable_json_is_dropped_and_the_server_keeps_serving(initialized: Ra
     initialized.send_raw(b'{"jsonrpc": "2.0", "id": 99, "method": "tools/li\n')
     assert_echoes(initialized, "after garbage")
     assert [m for m in initialized.messages() if m.get("id") == 99] == []
+    # Each dropped line is a warning with its length and its first bytes, escaped: not the
+    # whole line, which may carry anything.
+    text = b"hello\x1b[2J world, and then a secret: s3cr3t"
+    initialized.send_raw(text + b"\n")
+    assert_echoes(initialized, "after text")
+    warnings = [line for line in initialized.stderr().splitlines() if "dropped a line" in line]
+    assert len(warnings) == 2, initialized.stderr()
+    assert " WARN " in warnings[0] and "of 48 bytes on stdin that is not JSON" in warnings[0], warnings
+    assert 'it starts "{\\"jsonrpc\\": \\"2.0\\", \\"id\\": 99, \\"me…"' in warnings[0], warnings
+    assert f"of {len(text)} bytes" in warnings[1], warnings
+    assert 'it starts "hello\\x1b[2J world, and then a secr…"' in warnings[1], warnings
+    assert "s3cr3t" not in initialized.stderr() and "\x1b" not in initialized.stderr()
 
 
 def test_a_wrong_jsonrpc_version_is_an_invalid_request(initialized: RawServer) -> None:

@@ -69,8 +69,9 @@ async def test_lists_every_exported_function_as_a_tool(served: Served) -> None:
 
     echo = tools["echo_echo"]
     assert echo.title == "Echo"
+    # The WIT comment's wrapped lines are one paragraph.
     assert echo.description == (
-        "Returns `message` exactly as it was given. Use it only to check that tool calls work\n"
+        "Returns `message` exactly as it was given. Use it only to check that tool calls work "
         "(or to measure them): it does nothing else."
     )
     assert echo.input_schema == {
@@ -89,7 +90,7 @@ async def test_lists_every_exported_function_as_a_tool(served: Served) -> None:
     assert repeat.title == "Repeat"
     # The WIT name of a sibling function (`echo`) is rewritten to its tool name.
     assert repeat.description == (
-        "Returns `message` repeated `times` times, joined by `separator` (default: none). Use it\n"
+        "Returns `message` repeated `times` times, joined by `separator` (default: none). Use it "
         "only to try moat out or to make a long answer for a test; use `echo_echo` instead for one copy."
     )
     assert repeat.input_schema == {

@@ -54,6 +54,41 @@ impl Authenticator {
         }
     }
 
+    /// The credentials this accepts, for an operator reading why a request was refused: the
+    /// local token is in force only when `[auth]` names no API keys and no OAuth issuer, and a
+    /// host still sending it is the usual mistake.
+    pub fn accepted(&self) -> String {
+        let mut kinds = Vec::new();
+        if self.local.is_some() {
+            kinds.push(
+                "the local token (`moat config HOST --http ADDRESS` puts it in a host's \
+                 configuration)"
+                    .to_string(),
+            );
+        }
+        if !self.keys.is_empty() {
+            let count = self.keys.len();
+            let keys = if count == 1 { "key" } else { "keys" };
+            kinds.push(format!(
+                "the {count} API {keys} of [auth] api_keys (`moat auth key NAME` makes one)"
+            ));
+        }
+        if let Some(oauth) = &self.oauth {
+            kinds.push(format!(
+                "an OAuth access token from {} for this resource",
+                oauth.issuer()
+            ));
+        }
+        match (kinds.is_empty(), self.local.is_some()) {
+            (true, _) => "no credential".into(),
+            (false, true) => format!("only {}", kinds.join(" or ")),
+            (false, false) => format!(
+                "only {}; not the local token, which [auth] api_keys or oauth turns off",
+                kinds.join(" or ")
+            ),
+        }
+    }
+
     /// The principal the `Authorization` header's value stands for.
     pub async fn authenticate(&self, authorization: Option<&[u8]>) -> Result<Principal, Refusal> {
         let Some(value) = authorization else {
@@ -95,5 +130,26 @@ impl Authenticator {
                 "the bearer token is not one moat accepts".into(),
             )),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn what_it_accepts_names_each_credential_and_the_local_tokens_absence() {
+        let local = Authenticator::new(Some("moat_local"), ApiKeys::default(), None);
+        assert!(local.accepted().starts_with("only the local token"));
+        let keys = ApiKeys::new(vec![("ci".into(), [0; 32]), ("bot".into(), [1; 32])]);
+        let accepted = Authenticator::new(None, keys, None).accepted();
+        assert!(
+            accepted.starts_with("only the 2 API keys of [auth] api_keys"),
+            "{accepted}"
+        );
+        assert!(accepted.contains("`moat auth key NAME`"), "{accepted}");
+        assert!(
+            accepted.ends_with("not the local token, which [auth] api_keys or oauth turns off")
+        );
     }
 }

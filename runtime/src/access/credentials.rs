@@ -146,6 +146,15 @@ impl ApiKeys {
         Self { keys }
     }
 
+    /// How many keys there are.
+    pub fn len(&self) -> usize {
+        self.keys.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.keys.is_empty()
+    }
+
     /// The name of the key `credential` is, comparing against every key whatever matches.
     pub fn find(&self, credential: &str) -> Option<&str> {
         let presented = digest(credential);

@@ -11,6 +11,7 @@ use serde_json::Value;
 use moat::plugin::{CallError, Plugin, Tool};
 use moat::supply::policy::Policy;
 use moat::wit::naming::sanitize;
+use moat::wit::prose;
 
 use super::load::{load_configured, load_one};
 use super::print_out;
@@ -126,14 +127,20 @@ fn find_tool<'p>(plugin: &'p Plugin, name: &str) -> Result<&'p Tool, String> {
         })
 }
 
-/// One line per tool: its name and the first line of its description.
+/// How wide a line of the tool list may be, name and description together.
+const LIST_WIDTH: usize = 100;
+/// The least room a description gets, however long the names.
+const MIN_ABOUT_WIDTH: usize = 40;
+
+/// One line per tool: its name and the start of its description (see [`prose::headline`]).
 fn tool_list(plugin: &Plugin) -> String {
     let width = plugin.tools.iter().map(|t| t.name.len()).max().unwrap_or(0);
+    let about_width = LIST_WIDTH.saturating_sub(width + 2).max(MIN_ABOUT_WIDTH);
     plugin
         .tools
         .iter()
         .map(|tool| {
-            let about = tool.description.lines().next().unwrap_or_default();
+            let about = prose::headline(&tool.description, about_width);
             format!("{:width$}  {about}", tool.name)
                 .trim_end()
                 .to_string()

@@ -10,7 +10,8 @@ use std::process::ExitCode;
 use anyhow::{Context, Result, bail};
 use serde_json::Value;
 
-use super::hosts::{Entry, Host, Launch, TokenIn, entry, servers_table, token_note};
+use super::host_auth::{Credential, TokenIn, note};
+use super::hosts::{Entry, Host, Launch, entry, servers_table};
 use super::replace_file::{self, backup_path};
 
 /// `--write` and where to.
@@ -61,8 +62,8 @@ pub fn write(host: Host, name: &str, launch: &Launch, file: Option<PathBuf>) -> 
     } else {
         TokenIn::Reference
     };
-    let token = match launch {
-        Launch::Http { token, .. } => token.as_ref(),
+    let credential = match launch {
+        Launch::Http { credential, .. } => Some(credential),
         Launch::Stdio { .. } => None,
     };
     let entry = entry(host, name, launch, token_in)
@@ -75,7 +76,8 @@ pub fn write(host: Host, name: &str, launch: &Launch, file: Option<PathBuf>) -> 
         std::fs::create_dir_all(parent)
             .with_context(|| format!("creating {}", parent.display()))?;
     }
-    let holds_token = token.is_some() && token_in == TokenIn::Entry;
+    let holds_token =
+        matches!(credential, Some(Credential::Local(_))) && token_in == TokenIn::Entry;
     replace_file::replace(&path, old.as_ref(), &(merged + "\n"), holds_token)?;
     let done = if replaced { "replaced" } else { "added" };
     let kept = match old {
@@ -86,8 +88,8 @@ pub fn write(host: Host, name: &str, launch: &Launch, file: Option<PathBuf>) -> 
         "moat: {done} \"{name}\" in `{key}` of {}{kept}; restart the host to pick it up",
         path.display()
     );
-    if let Some(token) = token {
-        eprintln!("moat: {}", token_note(host, name, &path, token, token_in));
+    if let Some(said) = credential.and_then(|c| note(host, name, Some(&path), c, token_in)) {
+        eprintln!("moat: {said}");
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -5,7 +5,11 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Result, bail};
+use moat::serve::service::Service;
+use moat::supply::source::Source;
 use serde_json::{Value, json};
+
+use super::host_auth::{Credential, KEY_VARIABLE, TokenIn, authorization};
 
 /// The MCP hosts moat writes configuration for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -24,32 +28,9 @@ pub enum Host {
 pub enum Launch {
     /// The host starts `command args…` and speaks MCP on its stdio.
     Stdio { command: PathBuf, args: Vec<String> },
-    /// The host connects to a moat already serving this URL, with the local token when that
-    /// moat requires it.
-    Http {
-        url: String,
-        token: Option<LocalToken>,
-    },
+    /// The host connects to a moat already serving this URL, with the credential it accepts.
+    Http { url: String, credential: Credential },
 }
-
-/// The local token `moat serve --http` requires, and the file it is kept in.
-pub struct LocalToken {
-    pub value: String,
-    pub file: PathBuf,
-}
-
-/// How an entry gives the host the local token.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum TokenIn {
-    /// The token itself: in what moat prints, and in a file only its owner may read.
-    Entry,
-    /// A reference the host expands when it connects, in the host's own syntax: for a file that
-    /// is shared (a project's, which people commit).
-    Reference,
-}
-
-/// The environment variable a project file names the local token by.
-pub const TOKEN_VARIABLE: &str = "MOAT_TOKEN";
 
 /// What goes into a host's config file: this moat's entry in the table of servers, and the
 /// VS Code input its header names, if any.
@@ -72,16 +53,37 @@ impl Launch {
     }
 }
 
+/// Refuses what `moat serve` would refuse at once: a local plugin that is not there or is not
+/// WebAssembly, a config that is not there. A host given such an entry fails each time it starts
+/// moat, far from the command that wrote it.
+pub fn check_sources(plugins: &[PathBuf], config: Option<&Path>, cwd: &Path) -> Result<()> {
+    for plugin in plugins {
+        Source::parse(&plugin.to_string_lossy(), cwd)?.check_local()?;
+    }
+    if let Some(config) = config
+        && !cwd.join(config).is_file()
+    {
+        bail!("no moat.toml at {}: no such file", config.display());
+    }
+    Ok(())
+}
+
 /// The snippet for `host`: JSON for the hosts configured by file, a shell command for Claude Code.
-/// It is printed for the user, so it holds the token itself.
+/// It is printed for the user, so it holds the local token itself.
 pub fn snippet(host: Host, name: &str, launch: &Launch) -> Result<String> {
     if host == Host::ClaudeCode {
         return claude_code_command(name, launch);
     }
-    let Entry { table, server, .. } = entry(host, name, launch, TokenIn::Entry)?;
-    Ok(serde_json::to_string_pretty(
-        &json!({ table: { name: server } }),
-    )?)
+    let Entry {
+        table,
+        server,
+        input,
+    } = entry(host, name, launch, TokenIn::Entry)?;
+    let mut snippet = json!({ table: { name: server } });
+    if let Some(input) = input {
+        snippet["inputs"] = json!([input]);
+    }
+    Ok(serde_json::to_string_pretty(&snippet)?)
 }
 
 /// The table of servers in `host`'s config file.
@@ -95,7 +97,7 @@ pub fn servers_table(host: Host) -> &'static str {
 /// This moat's entry `name` in `host`'s config file, with the local token as `token_in` says.
 pub fn entry(host: Host, name: &str, launch: &Launch, token_in: TokenIn) -> Result<Entry> {
     let table = servers_table(host);
-    let (url, token) = match launch {
+    let (url, credential) = match launch {
         Launch::Stdio { command, args } => {
             let server = match host {
                 Host::Vscode => json!({"type": "stdio", "command": command, "args": args}),
@@ -107,13 +109,10 @@ pub fn entry(host: Host, name: &str, launch: &Launch, token_in: TokenIn) -> Resu
                 input: None,
             });
         }
-        Launch::Http { url, token } => (url, token),
+        Launch::Http { url, credential } => (url, credential),
     };
-    let (authorization, input) = match token {
-        Some(token) => {
-            let (value, input) = token_value(host, name, token, token_in)?;
-            (Some(format!("Bearer {value}")), input)
-        }
+    let (authorization, input) = match authorization(host, name, credential, token_in)? {
+        Some((value, input)) => (Some(value), input),
         None => (None, None),
     };
     let server = match host {
@@ -147,81 +146,6 @@ pub fn entry(host: Host, name: &str, launch: &Launch, token_in: TokenIn) -> Resu
     })
 }
 
-/// What stands for the local token in `host`'s entry, and the VS Code input it names. Each host
-/// has its own syntax for what it expands when it connects: Claude Code `${VAR}` and Cursor
-/// `${env:VAR}` from their environment; VS Code asks for an input once and keeps the answer in
-/// its secret storage (its `${env:…}` is not expanded in headers everywhere); Claude Desktop
-/// expands nothing in its file.
-fn token_value(
-    host: Host,
-    name: &str,
-    token: &LocalToken,
-    token_in: TokenIn,
-) -> Result<(String, Option<Value>)> {
-    Ok(match (token_in, host) {
-        (TokenIn::Entry, _) => (token.value.clone(), None),
-        (TokenIn::Reference, Host::ClaudeCode) => (format!("${{{TOKEN_VARIABLE}}}"), None),
-        (TokenIn::Reference, Host::Cursor) => (format!("${{env:{TOKEN_VARIABLE}}}"), None),
-        (TokenIn::Reference, Host::Vscode) => {
-            let id = token_input_id(name);
-            let input = json!({
-                "type": "promptString",
-                "id": id,
-                "description": format!(
-                    "moat's local token for the server \"{name}\" (the text of its token file)"
-                ),
-                "password": true,
-            });
-            (format!("${{input:{id}}}"), Some(input))
-        }
-        (TokenIn::Reference, Host::ClaudeDesktop) => bail!(
-            "Claude Desktop expands no environment variable in its config file, so this entry \
-             would hold the local token itself; moat writes the token only into Claude Desktop's \
-             own file, which only you may read: leave out --file and MOAT_HOST_CONFIG, or print \
-             the entry without --write and add it by hand"
-        ),
-    })
-}
-
-/// The id of the VS Code input that asks for the local token.
-fn token_input_id(name: &str) -> String {
-    format!("{name}-token")
-}
-
-/// What the user must do, now that `path` names the local token as `token_in` says.
-pub fn token_note(
-    host: Host,
-    name: &str,
-    path: &Path,
-    token: &LocalToken,
-    token_in: TokenIn,
-) -> String {
-    let path = path.display();
-    let host_name = match host {
-        Host::ClaudeDesktop => "Claude Desktop",
-        Host::ClaudeCode => "Claude Code",
-        Host::Cursor => "Cursor",
-        Host::Vscode => "VS Code",
-    };
-    let export = format!(
-        "export {TOKEN_VARIABLE}=\"$(cat {})\"",
-        shell_quote(&token.file.display().to_string())
-    );
-    match (token_in, host) {
-        (TokenIn::Entry, _) => format!("{path} holds the local token: only you may read it"),
-        (TokenIn::Reference, Host::Vscode) => format!(
-            "{path} holds no token: {host_name} asks for input \"{}\" when it first starts \
-             the server and keeps the answer in its secret storage; give it the text of {}",
-            token_input_id(name),
-            token.file.display()
-        ),
-        (TokenIn::Reference, _) => format!(
-            "{path} holds no token, only a reference to ${TOKEN_VARIABLE}: start {host_name} \
-             with the local token in it, e.g. after `{export}`"
-        ),
-    }
-}
-
 /// The `claude mcp add` command that gives Claude Code this moat.
 fn claude_code_command(name: &str, launch: &Launch) -> Result<String> {
     match launch {
@@ -236,42 +160,37 @@ fn claude_code_command(name: &str, launch: &Launch) -> Result<String> {
                 words.join(" ")
             ))
         }
-        Launch::Http { url, token } => {
+        Launch::Http { url, credential } => {
             let mut command = format!(
                 "claude mcp add --transport http {} {}",
                 shell_quote(name),
                 shell_quote(url)
             );
-            if let Some(token) = token {
-                command.push_str(" --header ");
-                command.push_str(&shell_quote(&format!(
-                    "Authorization: Bearer {}",
-                    token.value
-                )));
+            match credential {
+                Credential::Local(token) => {
+                    command.push_str(" --header ");
+                    command.push_str(&shell_quote(&format!(
+                        "Authorization: Bearer {}",
+                        token.value
+                    )));
+                }
+                // Double quotes: the shell puts the key in as the command runs.
+                Credential::ApiKey => command.push_str(&format!(
+                    " --header \"Authorization: Bearer ${{{KEY_VARIABLE}}}\""
+                )),
+                Credential::OAuth { .. } => {}
             }
             Ok(command)
         }
     }
 }
 
-/// The local token a host needs for a moat serving HTTP with `config`; none when the config
-/// names other credentials (API keys, OAuth), which the host brings itself.
-pub fn local_token(
-    config: Option<&Path>,
-    token_file: Option<PathBuf>,
-) -> Result<Option<LocalToken>> {
-    let service = match config {
-        Some(config) => moat::serve::config::read_service(config, None)?,
-        None => Default::default(),
-    };
-    if !service.api_keys.is_empty() || service.oauth.is_some() {
-        return Ok(None);
+/// The `[auth]` and `[http]` tables of `config`, or none.
+pub fn service(config: Option<&Path>) -> Result<Service> {
+    match config {
+        Some(config) => moat::serve::config::read_service(config, None),
+        None => Ok(Service::default()),
     }
-    let file = moat::access::credentials::token_file(token_file, service.token_file)?;
-    let value = moat::access::credentials::local_token(&file)?;
-    // Absolute: the user reads it from wherever the host runs.
-    let file = std::path::absolute(&file).unwrap_or(file);
-    Ok(Some(LocalToken { value, file }))
 }
 
 fn absolute(path: &Path, cwd: &Path) -> String {
@@ -284,7 +203,7 @@ fn absolute(path: &Path, cwd: &Path) -> String {
 }
 
 /// Quotes a word for a POSIX shell when it needs it.
-fn shell_quote(word: &str) -> String {
+pub fn shell_quote(word: &str) -> String {
     let plain = !word.is_empty()
         && word
             .chars()
@@ -298,6 +217,7 @@ fn shell_quote(word: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    use super::super::host_auth::{LocalToken, note};
     use super::*;
 
     fn launch() -> Launch {
@@ -350,7 +270,7 @@ mod tests {
     fn http() -> Launch {
         Launch::Http {
             url: "http://127.0.0.1:8080/mcp".into(),
-            token: Some(LocalToken {
+            credential: Credential::Local(LocalToken {
                 value: "moat_x".into(),
                 file: "/home/me/.config/moat/http-token".into(),
             }),
@@ -425,23 +345,107 @@ mod tests {
 
     #[test]
     fn the_note_says_how_to_give_the_host_the_token() {
-        let Launch::Http {
-            token: Some(token), ..
-        } = http()
-        else {
+        let Launch::Http { credential, .. } = http() else {
             unreachable!()
         };
-        let note = token_note(
+        let note = note(
             Host::ClaudeCode,
             "moat",
-            Path::new(".mcp.json"),
-            &token,
+            Some(Path::new(".mcp.json")),
+            &credential,
             TokenIn::Reference,
-        );
+        )
+        .unwrap();
         assert!(
             note.contains("export MOAT_TOKEN=\"$(cat /home/me/.config/moat/http-token)\""),
             "{note}"
         );
         assert!(!note.contains("moat_x"));
+        // Printed, the entry holds the token: nothing is left to do.
+        assert!(note_of(Host::Cursor, None, &credential).is_none());
+    }
+
+    fn note_of(host: Host, path: Option<&Path>, credential: &Credential) -> Option<String> {
+        note(host, "moat", path, credential, TokenIn::Entry)
+    }
+
+    fn keyed() -> Launch {
+        Launch::Http {
+            url: "http://127.0.0.1:8080/mcp".into(),
+            credential: Credential::ApiKey,
+        }
+    }
+
+    #[test]
+    fn with_api_keys_every_host_names_a_key_and_is_told_to_make_one() {
+        let header = |host| {
+            let entry = entry(host, "moat", &keyed(), TokenIn::Entry).unwrap();
+            let server = entry.server;
+            let value = match host {
+                Host::ClaudeDesktop => server["env"]["MOAT_HEADER_0"].clone(),
+                _ => server["headers"]["Authorization"].clone(),
+            };
+            (value, entry.input.map(|i| i["id"].clone()))
+        };
+        assert_eq!(
+            header(Host::Cursor),
+            (json!("Bearer ${env:MOAT_API_KEY}"), None)
+        );
+        assert_eq!(
+            header(Host::ClaudeCode),
+            (json!("Bearer ${MOAT_API_KEY}"), None)
+        );
+        assert_eq!(
+            header(Host::Vscode),
+            (
+                json!("Bearer ${input:moat-api-key}"),
+                Some(json!("moat-api-key"))
+            )
+        );
+        assert_eq!(
+            header(Host::ClaudeDesktop),
+            (json!("Bearer REPLACE_WITH_MOAT_API_KEY"), None)
+        );
+        assert_eq!(
+            snippet(Host::ClaudeCode, "moat", &keyed()).unwrap(),
+            "claude mcp add --transport http moat http://127.0.0.1:8080/mcp \
+             --header \"Authorization: Bearer ${MOAT_API_KEY}\""
+        );
+        // VS Code's printed snippet carries the input its header names.
+        let vscode: Value =
+            serde_json::from_str(&snippet(Host::Vscode, "moat", &keyed()).unwrap()).unwrap();
+        assert_eq!(vscode["inputs"][0]["id"], "moat-api-key");
+        for host in [
+            Host::ClaudeDesktop,
+            Host::ClaudeCode,
+            Host::Cursor,
+            Host::Vscode,
+        ] {
+            let said = note_of(host, None, &Credential::ApiKey).unwrap();
+            assert!(said.contains("`moat auth key NAME`"), "{said}");
+            assert!(said.contains("not the local token"), "{said}");
+        }
+    }
+
+    #[test]
+    fn with_oauth_alone_the_host_signs_in_and_the_entry_has_no_header() {
+        let oauth = Credential::OAuth {
+            issuer: "https://id.example.com".into(),
+        };
+        let launch = Launch::Http {
+            url: "https://tools.example.com/mcp".into(),
+            credential: oauth,
+        };
+        let cursor: Value =
+            serde_json::from_str(&snippet(Host::Cursor, "moat", &launch).unwrap()).unwrap();
+        assert_eq!(
+            cursor["mcpServers"]["moat"],
+            json!({"url": "https://tools.example.com/mcp"})
+        );
+        let Launch::Http { credential, .. } = &launch else {
+            unreachable!()
+        };
+        let said = note_of(Host::Cursor, None, credential).unwrap();
+        assert!(said.contains("https://id.example.com"), "{said}");
     }
 }

@@ -5,6 +5,7 @@ mod cache;
 mod call;
 mod doctor;
 mod embed;
+mod host_auth;
 mod host_files;
 mod hosts;
 mod init;
@@ -16,6 +17,7 @@ pub mod logging;
 mod new;
 mod one_line;
 mod policy;
+mod reach;
 mod replace_file;
 mod serve;
 mod supply;
@@ -35,6 +37,7 @@ use moat::supply::signing;
 use moat::supply::source::Store;
 
 use call::call;
+use host_auth::TokenIn;
 use hosts::{Host, Launch, snippet};
 use inspect::inspect;
 use policy::policy_check;
@@ -54,12 +57,21 @@ pub struct Cli {
     /// (e.g. `info,moat=debug`) takes the place of both flags.
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     verbose: u8,
+    /// How the log is written: `text` lines for people, or `json`, one object a line with the
+    /// event's and its spans' fields, for collectors (default: MOAT_LOG_FORMAT, else text).
+    #[arg(long, global = true, value_name = "FORMAT")]
+    log_format: Option<logging::LogFormat>,
 }
 
 impl Cli {
     /// The count of `-v` less the count of `-q`.
     pub fn verbosity(&self) -> i8 {
         (self.verbose.min(8) as i8) - (self.quiet.min(8) as i8)
+    }
+
+    /// The log format the command line asks for, if it does.
+    pub fn log_format(&self) -> Option<logging::LogFormat> {
+        self.log_format
     }
 }
 
@@ -516,21 +528,32 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         } => {
             let host = host.context("name the host")?;
             let launch = match http {
-                Some(addr) => Launch::Http {
-                    url: format!("http://{addr}/mcp"),
-                    token: hosts::local_token(config.as_deref(), token_file)?,
-                },
-                None => Launch::stdio(
-                    std::env::current_exe()?,
-                    &plugins,
-                    config.as_deref(),
-                    &std::env::current_dir()?,
-                ),
+                Some(addr) => {
+                    let service = hosts::service(config.as_deref())?;
+                    let reach = reach::url(addr, &service)?;
+                    if let Some(note) = &reach.note {
+                        eprintln!("moat: {note}");
+                    }
+                    Launch::Http {
+                        url: reach.url,
+                        credential: host_auth::credential(&service, token_file)?,
+                    }
+                }
+                None => {
+                    let cwd = std::env::current_dir()?;
+                    hosts::check_sources(&plugins, config.as_deref(), &cwd)?;
+                    Launch::stdio(std::env::current_exe()?, &plugins, config.as_deref(), &cwd)
+                }
             };
             if write.write {
                 return host_files::write(host, &name, &launch, write.file);
             }
             print_out(&snippet(host, &name, &launch)?);
+            if let Launch::Http { credential, .. } = &launch
+                && let Some(note) = host_auth::note(host, &name, None, credential, TokenIn::Entry)
+            {
+                eprintln!("moat: {note}");
+            }
             Ok(ExitCode::SUCCESS)
         }
         Command::Auth {

@@ -181,7 +181,7 @@ pub async fn serve(
     tracing::info!("serving MCP on stdio");
     let service = match MoatServer::new(catalogue.clone())
         .with_principal(stdio_principal)
-        .serve(rmcp::transport::stdio_pipes())
+        .serve(moat::mcp::stdio::pipes())
         .await
     {
         Ok(service) => service,

@@ -18,7 +18,7 @@ pub fn compose<'a>(plugins: impl Iterator<Item = (&'a str, Option<&'a str>)>) ->
         let Some(summary) = summary.map(str::trim).filter(|s| !s.is_empty()) else {
             continue;
         };
-        let entry = format!("\n\n{name}: {}", cut(&unwrap(summary), MAX_SUMMARY_BYTES));
+        let entry = format!("\n\n{name}: {}", cut(summary, MAX_SUMMARY_BYTES));
         // Room is kept for the line that says how many were left out.
         if left_out > 0 || text.len() + entry.len() > MAX_INSTRUCTIONS_BYTES - 64 {
             left_out += 1;
@@ -32,27 +32,6 @@ pub fn compose<'a>(plugins: impl Iterator<Item = (&'a str, Option<&'a str>)>) ->
         ));
     }
     text
-}
-
-/// A doc comment's paragraphs without the line breaks its source was wrapped at; blank lines,
-/// list items and code stay as written.
-fn unwrap(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut previous = "";
-    for line in text.lines().map(str::trim_end) {
-        let starts_block = line.is_empty()
-            || previous.is_empty()
-            || previous.starts_with("```")
-            || line.starts_with("```")
-            || line.trim_start().starts_with(['-', '*', '|'])
-            || line.starts_with(' ');
-        if !out.is_empty() {
-            out.push(if starts_block { '\n' } else { ' ' });
-        }
-        out.push_str(line);
-        previous = line;
-    }
-    out
 }
 
 /// `text` cut to at most `max` bytes at a character boundary, marked with `…` when cut.
@@ -90,14 +69,6 @@ mod tests {
         assert!(!text.contains("quiet"), "{text}");
         let long_entry = text.split("\n\nlong: ").nth(1).unwrap();
         assert!(long_entry.len() <= MAX_SUMMARY_BYTES && long_entry.ends_with('…'));
-    }
-
-    #[test]
-    fn wrapped_lines_are_joined_and_lists_kept() {
-        assert_eq!(
-            unwrap("Files, only inside\nthe granted folders.\n\nTools:\n- read\n- write"),
-            "Files, only inside the granted folders.\n\nTools:\n- read\n- write"
-        );
     }
 
     #[test]

@@ -1,4 +1,4 @@
-//! The protocol face: MCP over stdio ([`server`]) and Streamable HTTP ([`http`]), the tool list
+//! The protocol face: MCP over stdio ([`server`], [`stdio`]) and Streamable HTTP ([`http`]), the tool list
 //! being served ([`catalogue`]), the audit log of every call ([`audit`]) and the metrics
 //! ([`metrics`]).
 
@@ -10,6 +10,7 @@ pub mod instructions;
 pub mod metrics;
 pub mod request_state;
 pub mod server;
+pub mod stdio;
 mod surface;
 pub mod tasks;
 pub mod traces;

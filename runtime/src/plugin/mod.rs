@@ -338,7 +338,7 @@ impl Plugin {
         let summary = docs
             .as_ref()
             .and_then(|d| d.summary())
-            .map(|summary| references.rewrite(summary, &[]).into_owned());
+            .map(|summary| references.rewrite(&summary, &[]).into_owned());
         let scheme = crate::wit::naming::resource_scheme(name);
         if scheme.is_none() && !resources.is_empty() {
             tracing::warn!(

@@ -12,6 +12,7 @@
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::{Result, bail};
 use wasmtime::Engine;
@@ -39,6 +40,9 @@ pub struct Served {
     /// Tools the enterprise policy denies every caller.
     pub denied_tools: Vec<String>,
 }
+
+/// Whether this process said that the config has no lock file: one moat serves one config.
+static NO_LOCK_SAID: AtomicBool = AtomicBool::new(false);
 
 impl Served {
     /// The service tables of the config (all defaults without one).
@@ -69,11 +73,13 @@ impl Served {
                     &sources[named..],
                     &mut fetched[named..],
                 ),
-                None => tracing::info!(
+                // Said once: a reload that finds it still missing brings no news.
+                None if !NO_LOCK_SAID.swap(true, Ordering::Relaxed) => tracing::info!(
                     "no {}: the plugins of {} are not pinned (`moat lock` pins them)",
                     lock_path.display(),
                     path.display()
                 ),
+                None => tracing::debug!("still no {}", lock_path.display()),
             }
         }
         Ok((sources, fetched))

@@ -6,10 +6,14 @@
 //!
 //! WIT has no doc comments on parameters; a line of the function's comment that starts with a
 //! parameter's name and a colon (`limit: at most this many`, optionally as a `-` list item or
-//! with the name in backticks) describes that parameter.
+//! with the name in backticks), and the lines that continue it, describe that parameter.
+//!
+//! Every comment is handed on as prose, its wrapped lines joined ([`prose::reflow`]).
 
 use anyhow::{Context, Result, bail};
 use wit_parser::decoding::{DecodedWasm, decode};
+
+use crate::wit::prose;
 use wit_parser::{
     Function, InterfaceId, PackageId, Resolve, Type, TypeDef, TypeDefKind, WorldItem, WorldKey,
 };
@@ -51,12 +55,14 @@ impl PluginDocs {
         }
     }
 
-    /// The package's own description: the doc comment of its first documented world.
-    pub fn summary(&self) -> Option<&str> {
+    /// The package's own description: the doc comment of its first documented world, its
+    /// wrapped lines joined.
+    pub fn summary(&self) -> Option<String> {
         self.resolve.packages[self.package]
             .worlds
             .values()
             .find_map(|&world| self.resolve.worlds[world].docs.contents.as_deref())
+            .map(prose::reflow)
     }
 
     /// The docs of an exported function: `interface` is the export name of the instance that holds
@@ -129,26 +135,22 @@ pub struct FunctionDocs<'a> {
 }
 
 impl<'a> FunctionDocs<'a> {
-    /// The doc comment without the lines that describe parameters or are tags.
+    /// The doc comment without the lines that describe parameters or are tags, its wrapped lines
+    /// joined (see [`prose::reflow`]).
     pub fn description(&self) -> Option<String> {
-        let docs = self.function.docs.contents.as_deref()?;
-        let kept: Vec<&str> = docs
-            .lines()
-            .filter(|line| self.parameter_line(line).is_none() && tag_line(line).is_none())
-            .collect();
-        let text = kept.join("\n").trim().to_string();
+        let text = prose::reflow(&self.read_apart()?.prose.join("\n"));
         (!text.is_empty()).then_some(text)
     }
 
-    /// What the docs say of parameter `name`: its description line, its `@schema name {…}`
-    /// tag, and its WIT type.
+    /// What the docs say of parameter `name`: its description line (with the lines that
+    /// continue it), its `@schema name {…}` tag, and its WIT type.
     pub fn param(&self, name: &str) -> FieldDocs<'a> {
-        let description = self.function.docs.contents.as_deref().and_then(|docs| {
-            docs.lines()
-                .find_map(|line| match self.parameter_line(line) {
-                    Some((param, text)) if param == name => Some(text.to_string()),
-                    _ => None,
-                })
+        let description = self.read_apart().and_then(|comment| {
+            let (_, lines) = comment
+                .params
+                .into_iter()
+                .find(|(param, _)| *param == name)?;
+            Some(prose::reflow(&lines.join("\n")))
         });
         let constraints = self.tags("schema").find_map(|value| {
             let (param, keywords) = value.split_once(char::is_whitespace)?;
@@ -165,6 +167,33 @@ impl<'a> FunctionDocs<'a> {
             constraints,
             ty,
         }
+    }
+
+    /// The comment read apart into its prose and the lines of each parameter: a parameter's
+    /// line and the lines that continue it, as a paragraph's would. A tag or parameter line
+    /// leaves a blank line in the prose, so that the sentences around it are not joined.
+    fn read_apart(&self) -> Option<Comment<'a>> {
+        let docs = self.function.docs.contents.as_deref()?;
+        let mut comment = Comment::default();
+        let mut in_param = false;
+        for line in docs.lines() {
+            if tag_line(line).is_some() {
+                in_param = false;
+                comment.prose.push("");
+            } else if let Some((name, text)) = self.parameter_line(line) {
+                comment.params.push((name, vec![text]));
+                in_param = true;
+                comment.prose.push("");
+            } else if in_param && prose::continues_paragraph(line) {
+                if let Some((_, lines)) = comment.params.last_mut() {
+                    lines.push(line.trim());
+                }
+            } else {
+                in_param = false;
+                comment.prose.push(line);
+            }
+        }
+        Some(comment)
     }
 
     /// Every `@schema` tag's parameter name, to check that each names a parameter.
@@ -203,7 +232,7 @@ impl<'a> FunctionDocs<'a> {
     }
 
     /// `Some((param, text))` when `line` describes one of the function's parameters.
-    fn parameter_line<'l>(&self, line: &'l str) -> Option<(&'l str, &'l str)> {
+    fn parameter_line(&self, line: &'a str) -> Option<(&'a str, &'a str)> {
         let line = line.trim_start();
         let line = line
             .strip_prefix("- ")
@@ -214,6 +243,15 @@ impl<'a> FunctionDocs<'a> {
         let is_param = self.function.params.iter().any(|p| p.name == name);
         (is_param && !text.trim().is_empty()).then(|| (name, text.trim()))
     }
+}
+
+/// A function's comment, read apart.
+#[derive(Default)]
+struct Comment<'a> {
+    /// The lines that describe the function.
+    prose: Vec<&'a str>,
+    /// Each parameter's name and lines, in order.
+    params: Vec<(&'a str, Vec<&'a str>)>,
 }
 
 /// `Some((tag, value))` when `line` is a doc tag: `@tag value`.
@@ -229,7 +267,7 @@ fn tag_line(line: &str) -> Option<(&str, &str)> {
 /// What the docs say of one record field or parameter.
 #[derive(Clone, Default)]
 pub struct FieldDocs<'a> {
-    /// Its comment, without tag lines.
+    /// Its comment, without tag lines, its wrapped lines joined.
     pub description: Option<String>,
     /// The JSON object of its `@schema` tag: JSON Schema keywords that narrow its type (see
     /// [`crate::wit::constraints`]).
@@ -243,7 +281,7 @@ impl<'a> FieldDocs<'a> {
     fn of_comment(comment: Option<&'a str>, ty: Option<TypeDocs<'a>>) -> Self {
         let comment = comment.unwrap_or_default();
         let kept: Vec<&str> = comment.lines().filter(|l| tag_line(l).is_none()).collect();
-        let description = kept.join("\n").trim().to_string();
+        let description = prose::reflow(&kept.join("\n"));
         let constraints = comment
             .lines()
             .filter_map(tag_line)
@@ -292,14 +330,14 @@ impl<'a> TypeDocs<'a> {
     }
 
     /// The doc comment of the named type (record, variant, enum, flags…), or of an alias on the
-    /// way to it (`type user-id = u64`): the nearest comment wins.
-    pub fn description(&self) -> Option<&'a str> {
+    /// way to it (`type user-id = u64`): the nearest comment wins, its wrapped lines joined.
+    pub fn description(&self) -> Option<String> {
         let mut ty = self.ty;
         loop {
             let Type::Id(id) = ty else { return None };
             let def = &self.resolve.types[id];
             if let Some(docs) = def.docs.contents.as_deref() {
-                return Some(docs);
+                return Some(prose::reflow(docs));
             }
             match def.kind {
                 TypeDefKind::Type(inner) => ty = inner,
@@ -322,8 +360,14 @@ impl<'a> TypeDocs<'a> {
         }
     }
 
-    /// A variant case's comment and payload type, or an enum case's comment.
-    pub fn case(&self, name: &str) -> (Option<&'a str>, Option<Self>) {
+    /// A variant case's comment and payload type, or an enum case's comment, its wrapped lines
+    /// joined.
+    pub fn case(&self, name: &str) -> (Option<String>, Option<Self>) {
+        let (comment, payload) = self.case_comment(name);
+        (comment.map(prose::reflow), payload)
+    }
+
+    fn case_comment(&self, name: &str) -> (Option<&'a str>, Option<Self>) {
         match self.def().map(|d| &d.kind) {
             Some(TypeDefKind::Variant(variant)) => variant
                 .cases
@@ -389,4 +433,119 @@ pub(crate) fn find_custom_section<'a>(wasm: &'a [u8], name: &str) -> Result<Opti
         }
     }
     Ok(None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The docs of a package written as WIT source.
+    fn docs(source: &str) -> PluginDocs {
+        let mut resolve = Resolve::default();
+        let package = resolve.push_str("test.wit", source).expect("valid WIT");
+        PluginDocs { resolve, package }
+    }
+
+    const WRAPPED: &str = r#"
+package test:wrapped@0.1.0;
+
+/// Notes, kept in a folder
+/// the operator grants.
+world notes {
+    export tools;
+}
+
+interface tools {
+    /// A note's
+    /// kind.
+    enum kind {
+        /// Plain text, as
+        /// written.
+        plain,
+    }
+
+    /// One note.
+    record note {
+        /// The note's title, at most
+        /// 80 characters.
+        title: string,
+    }
+
+    /// Finds notes by words. Use it
+    /// when you do not know a note's name.
+    ///
+    /// - the search ignores case;
+    /// - the order is the
+    ///   folder's.
+    ///
+    /// query: the words to look for, all of
+    ///   which a note must hold.
+    /// limit: at most this many.
+    /// @read-only
+    find: func(query: string, limit: u32, kind: kind) -> list<note>;
+}
+"#;
+
+    #[test]
+    fn wrapped_comments_become_paragraphs_everywhere_they_are_read() {
+        let docs = docs(WRAPPED);
+        assert_eq!(
+            docs.summary().as_deref(),
+            Some("Notes, kept in a folder the operator grants.")
+        );
+        let find = docs
+            .function(Some("test:wrapped/tools@0.1.0"), "find")
+            .unwrap();
+        assert_eq!(
+            find.description().as_deref(),
+            Some(
+                "Finds notes by words. Use it when you do not know a note's name.\n\n\
+                 - the search ignores case;\n- the order is the folder's."
+            )
+        );
+        // A parameter's wrapped line is the parameter's, not the tool's.
+        assert_eq!(
+            find.param("query").description.as_deref(),
+            Some("the words to look for, all of which a note must hold.")
+        );
+        assert_eq!(
+            find.param("limit").description.as_deref(),
+            Some("at most this many.")
+        );
+        let kind = find.param("kind").ty.unwrap();
+        assert_eq!(kind.description().as_deref(), Some("A note's kind."));
+        assert_eq!(
+            kind.case("plain").0.as_deref(),
+            Some("Plain text, as written.")
+        );
+        let note = find.result().unwrap().element().unwrap();
+        assert_eq!(
+            note.field("title").description.as_deref(),
+            Some("The note's title, at most 80 characters.")
+        );
+    }
+
+    #[test]
+    fn a_tag_or_parameter_line_between_sentences_keeps_them_apart() {
+        let docs = docs(
+            "package test:apart;\n\
+             interface tools {\n\
+             /// Reads a note.\n\
+             /// limit: at most this many.\n\
+             /// @title Read\n\
+             /// Fails when it is missing.\n\
+             read: func(limit: u32);\n\
+             }\n\
+             world w { export tools; }\n",
+        );
+        let read = docs.function(Some("test:apart/tools"), "read").unwrap();
+        assert_eq!(
+            read.description().as_deref(),
+            Some("Reads a note.\n\nFails when it is missing.")
+        );
+        assert_eq!(
+            read.param("limit").description.as_deref(),
+            Some("at most this many.")
+        );
+    }
 }

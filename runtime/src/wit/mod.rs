@@ -8,6 +8,7 @@ pub mod defs;
 pub mod docs;
 pub mod naming;
 pub mod output;
+pub mod prose;
 pub mod references;
 pub mod schema;
 pub mod tags;

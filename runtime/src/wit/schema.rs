@@ -206,7 +206,7 @@ pub fn schema(
                         "required": required,
                         "additionalProperties": false,
                     });
-                    describe(&mut case_schema, description, budget)?;
+                    describe(&mut case_schema, description.as_deref(), budget)?;
                     Ok::<_, SchemaError>(case_schema)
                 })
                 .collect::<Result<Vec<_>, _>>()?;
@@ -227,10 +227,10 @@ pub fn schema(
                 .collect();
             budget.spend_names(cases.iter().map(String::as_str))?;
             if !cases.is_empty() {
-                let intro = docs.and_then(|d| d.description()).map(str::trim);
+                let intro = docs.and_then(|d| d.description());
                 let text = intro
                     .into_iter()
-                    .map(str::to_string)
+                    .map(|intro| intro.trim().to_string())
                     .chain(cases)
                     .collect::<Vec<_>>();
                 schema["description"] = text.join("\n").into();
@@ -280,7 +280,11 @@ pub fn schema(
         Type::Stream(_) => return Err(Unsupported("stream").into()),
         Type::ErrorContext => return Err(Unsupported("error-context").into()),
     };
-    describe(&mut schema, docs.and_then(|d| d.description()), budget)?;
+    describe(
+        &mut schema,
+        docs.and_then(|d| d.description()).as_deref(),
+        budget,
+    )?;
     // A named type may become a shared definition (see `crate::wit::defs`).
     let named = matches!(
         ty,

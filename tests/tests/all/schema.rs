@@ -106,6 +106,35 @@ arguments = true
 }
 
 #[test]
+fn the_readmes_moat_toml_shows_every_limit_of_a_plugin() {
+    let text = std::fs::read_to_string(repo_root().join("moat.schema.json")).unwrap();
+    let schema: Value = serde_json::from_str(&text).unwrap();
+    // The limits: a plugin entry's integer keys.
+    let limits: Vec<&String> = schema["$defs"]["PluginEntry"]["properties"]
+        .as_object()
+        .expect("a plugin entry's properties")
+        .iter()
+        .filter(|(_, property)| property["type"] == "integer")
+        .map(|(key, _)| key)
+        .collect();
+    assert!(limits.len() >= 7, "{limits:?}");
+    let example = as_json(&readme_toml(
+        "`moat.toml` names plugins, their grants and their limits",
+    ));
+    let shown: Vec<&String> = example["plugins"]
+        .as_object()
+        .unwrap()
+        .values()
+        .flat_map(|plugin| plugin.as_object().unwrap().keys())
+        .collect();
+    let missing: Vec<&&String> = limits.iter().filter(|l| !shown.contains(l)).collect();
+    assert!(
+        missing.is_empty(),
+        "README's moat.toml leaves out {missing:?}"
+    );
+}
+
+#[test]
 fn mistakes_moat_refuses_do_not_fit() {
     let grant = "path = \"a.wasm\"\nnetwork = [\"https://a.org\"]";
     let plugin = |entry: &str| format!("[plugins.a]\n{entry}\n");

@@ -1450,7 +1450,7 @@ async fn descriptions_come_from_doc_comments() {
         shapes.summary.as_deref(),
         Some(
             "Every WIT type shape, sent back as it came: moat's tests check schemas, conversions \
-             and\nerror messages against it."
+             and error messages against it."
         )
     );
     let description = |name: &str| tool(&shapes, name).description.clone();

@@ -5,6 +5,7 @@
 use std::sync::{Arc, OnceLock};
 
 use moat::plugin::Plugin;
+use moat::wit::prose;
 use moat_tests::{call, load, plugins, structured, text, try_call};
 use serde_json::{Value, json};
 
@@ -50,9 +51,11 @@ pub(crate) async fn fails(plugin: &Plugin, tool: &str, args: Value) -> String {
     text(&result).to_string()
 }
 
-/// Every tool and parameter of `plugin` has a description; no output schema carries prose.
+/// Every tool and parameter of `plugin` has a description, with no line break inside a
+/// paragraph; no output schema carries prose.
 pub(crate) fn assert_documented(plugin: &Plugin) {
     assert!(plugin.summary.is_some(), "{} has no summary", plugin.name);
+    assert_unwrapped(&plugin.name, plugin.summary.as_deref().unwrap_or_default());
     assert!(plugin.skipped.is_empty(), "skipped: {:?}", plugin.skipped);
     for tool in &plugin.tools {
         assert!(
@@ -60,12 +63,15 @@ pub(crate) fn assert_documented(plugin: &Plugin) {
             "{} has a generated description",
             tool.name
         );
+        assert_unwrapped(&tool.name, &tool.description);
         for (param, schema) in tool.input_schema["properties"].as_object().unwrap() {
             assert!(
                 schema.get("description").is_some(),
                 "{}: parameter {param} is not described",
                 tool.name
             );
+            let about = schema["description"].as_str().unwrap_or_default();
+            assert_unwrapped(&format!("{}.{param}", tool.name), about);
             // A parameter line is taken out of the tool's description.
             assert!(!tool.description.contains(&format!("{param}: ")));
         }
@@ -78,6 +84,18 @@ pub(crate) fn assert_documented(plugin: &Plugin) {
                 tool.name
             );
         }
+    }
+}
+
+/// No line of `text` goes on with the line before it: the WIT comment's wrapping is gone, and
+/// only paragraphs, list items and code start new lines.
+fn assert_unwrapped(what: &str, text: &str) {
+    for pair in text.split('\n').collect::<Vec<_>>().windows(2) {
+        assert!(
+            pair[0].is_empty() || !prose::continues_paragraph(pair[1]),
+            "{what}: a paragraph is broken before {:?}: {text:?}",
+            pair[1]
+        );
     }
 }
 

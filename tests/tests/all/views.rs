@@ -115,7 +115,7 @@ fn descriptions_name_siblings_and_parameters_as_the_model_knows_them() {
     assert_eq!(
         plan.description,
         "Plans a trip of `maxStops` stops. Use it after `views_list_places`, when the user has \
-         chosen\nwhere to go; see also `views_cancel_trip`."
+         chosen where to go; see also `views_cancel_trip`."
     );
     assert_eq!(
         plugin.summary.as_deref().map(str::trim),

@@ -93,6 +93,11 @@ impl OAuth {
         })
     }
 
+    /// The issuer whose tokens this accepts.
+    pub fn issuer(&self) -> &str {
+        &self.settings.issuer
+    }
+
     /// The issuer's metadata, fetched once it is first needed (and again after a failure, at
     /// most once per cooldown).
     async fn metadata(&self) -> Result<&Metadata, TokenError> {

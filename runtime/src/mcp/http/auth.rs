@@ -179,6 +179,13 @@ pub async fn authenticate(
             let from = address.map_or("an unknown address".into(), |a| a.to_string());
             match &refusal {
                 Refusal::Missing => tracing::debug!("refused a request from {from}: no credential"),
+                // What it should have sent: a host still sending the local token after [auth]
+                // named API keys is the usual case.
+                Refusal::Invalid(_) => tracing::warn!(
+                    "refused a request from {from}: {}; this moat accepts {}",
+                    describe(&refusal),
+                    authenticator.accepted()
+                ),
                 other => tracing::warn!("refused a request from {from}: {}", describe(other)),
             }
             refuse(&refusal, resource)

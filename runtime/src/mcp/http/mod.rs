@@ -19,6 +19,7 @@
 //! origins, TLS files, the metrics listener, the idle time of sessions) waits for a restart.
 
 pub mod auth;
+mod forbidden;
 pub mod message;
 pub mod quotas;
 pub mod scrape;
@@ -386,6 +387,7 @@ pub fn router(
     };
     let mcp = axum::Router::new()
         .nest_service("/mcp", service)
+        .layer(middleware::from_fn(forbidden::as_json))
         .layer(middleware::from_fn_with_state(
             limiter.clone(),
             quotas::limit_calls,

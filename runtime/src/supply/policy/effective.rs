@@ -49,7 +49,8 @@ impl Admitted {
             match note.fate {
                 Fate::Cut | Fate::Narrowed => tracing::warn!(plugin, "{note}"),
                 Fate::Missing => tracing::info!(plugin, "{note}"),
-                Fate::Granted => tracing::debug!(plugin, "{note}"),
+                // The operator chose part of what the plugin may reach (`*:*`): nothing to act on.
+                Fate::Granted | Fate::Partial => tracing::debug!(plugin, "{note}"),
             }
         }
     }
@@ -73,8 +74,11 @@ pub enum Fate {
     Narrowed,
     /// Not given.
     Cut,
-    /// The plugin asks for it, and the operator did not grant it (all of it).
+    /// The plugin asks for it, and the operator granted none of it.
     Missing,
+    /// The plugin asks for hosts, and the operator granted some of them (a plugin asking for
+    /// `*:*` to reach whatever its operator chooses).
+    Partial,
 }
 
 impl fmt::Display for Note {
@@ -84,6 +88,7 @@ impl fmt::Display for Note {
             Fate::Narrowed => "narrowed",
             Fate::Cut => "cut",
             Fate::Missing => "not granted",
+            Fate::Partial => "granted in part",
         };
         write!(f, "{}: {fate}: {}", self.grant, self.reason)
     }
@@ -171,7 +176,11 @@ pub fn effective(
             }
         }
         notes.push(if narrowed.is_empty() {
-            note(label, Fate::Granted, granted_reason(manifest.is_some()))
+            note(
+                label,
+                Fate::Granted,
+                granted_reason(manifest.is_some(), ceiling.directories.is_some()),
+            )
         } else {
             note(
                 label,
@@ -284,7 +293,11 @@ fn narrow_named<'a>(
             ));
             continue;
         }
-        notes.push(note(label, Fate::Granted, granted_reason(asked.is_some())));
+        notes.push(note(
+            label,
+            Fate::Granted,
+            granted_reason(asked.is_some(), ceiling.is_some()),
+        ));
         out.push((name.clone(), value.clone()));
     }
     for name in asked.unwrap_or_default() {
@@ -292,18 +305,23 @@ fn narrow_named<'a>(
             notes.push(note(
                 format!("{kind} {name}"),
                 Fate::Missing,
-                "the plugin asks for it; not granted",
+                "the plugin asks for it",
             ));
         }
     }
     out
 }
 
-fn granted_reason(has_manifest: bool) -> &'static str {
-    if has_manifest {
-        "the plugin asks for it, and the policy allows it"
-    } else {
-        "the plugin has no manifest, so the operator's grant stands; the policy allows it"
+/// Why a grant stands whole: what vouched for it. The policy is named only when one sets a
+/// ceiling on this kind of grant.
+fn granted_reason(has_manifest: bool, has_ceiling: bool) -> &'static str {
+    match (has_manifest, has_ceiling) {
+        (true, true) => "the plugin asks for it, and the policy allows it",
+        (true, false) => "the plugin asks for it",
+        (false, true) => {
+            "the plugin has no manifest, so the operator's grant stands; the policy allows it"
+        }
+        (false, false) => "the plugin has no manifest, so the operator's grant stands",
     }
 }
 
@@ -384,7 +402,7 @@ pub fn narrow_network(
             notes.push(note(
                 label,
                 Fate::Granted,
-                "asked for, and within the policy",
+                granted_reason(requested.is_some(), ceiling.is_some()),
             ));
         } else {
             let shown: Vec<String> = kept.iter().map(ToString::to_string).collect();
@@ -397,13 +415,30 @@ pub fn narrow_network(
         out.extend(kept);
     }
     for asked in requested.unwrap_or_default() {
-        if !out.iter().any(|g| g.covers(asked)) {
-            notes.push(note(
+        if out.iter().any(|g| g.covers(asked)) {
+            continue;
+        }
+        let part: Vec<String> = out
+            .iter()
+            .filter(|g| asked.covers(g))
+            .map(ToString::to_string)
+            .collect();
+        notes.push(if part.is_empty() {
+            note(
                 format!("network {asked}"),
                 Fate::Missing,
-                "the plugin asks for it; not granted",
-            ));
-        }
+                "the plugin asks for it",
+            )
+        } else {
+            note(
+                format!("network {asked}"),
+                Fate::Partial,
+                format!(
+                    "the plugin asks for it; the operator grants [{}] of it",
+                    part.join(", ")
+                ),
+            )
+        });
     }
     (out, notes)
 }

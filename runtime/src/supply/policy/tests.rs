@@ -57,6 +57,38 @@ fn network_grants_narrow_to_request_and_ceiling() {
     );
 }
 
+#[test]
+fn a_wildcard_request_granted_in_part_is_no_missing_grant_and_no_policy_is_named_without_one() {
+    // fetch asks for `*:*`; the operator grants one site, and there is no policy.
+    let requested = [pattern("*:*")];
+    let granted = [pattern("https://example.com")];
+    let (out, notes) = narrow_network(Some(&requested), &granted, None);
+    assert_eq!(out, granted);
+    let shown: Vec<String> = notes.iter().map(ToString::to_string).collect();
+    assert_eq!(
+        shown,
+        [
+            "network https://example.com: granted: the plugin asks for it",
+            "network *:*: granted in part: the plugin asks for it; the operator grants \
+             [https://example.com] of it",
+        ]
+    );
+    assert_eq!(notes[1].fate, Fate::Partial);
+    // Nothing granted: said once.
+    let (_, none) = narrow_network(Some(&requested), &[], None);
+    assert_eq!(
+        none[0].to_string(),
+        "network *:*: not granted: the plugin asks for it"
+    );
+    // The policy is named when it has a say.
+    let (_, within) = narrow_network(Some(&requested), &granted, Some(&[pattern("*")]));
+    assert!(
+        within[0].reason.ends_with("the policy allows it"),
+        "{}",
+        within[0]
+    );
+}
+
 fn dir(name: &str) -> PathBuf {
     let dir = std::env::temp_dir()
         .join(format!("moat-policy-{}", std::process::id()))

@@ -128,6 +128,29 @@ impl Source {
             .collect())
     }
 
+    /// Checks that a local source is there without reading it whole: a folder, or a file that
+    /// starts as WebAssembly does. A URL or registry is checked when it is fetched.
+    pub fn check_local(&self) -> Result<()> {
+        use std::io::Read;
+        let Self::File(path) = self else {
+            return Ok(());
+        };
+        let mut head = [0; 4];
+        std::fs::File::open(path)
+            .and_then(|mut file| file.read_exact(&mut head))
+            .map_err(|e| match e.kind() {
+                std::io::ErrorKind::UnexpectedEof => not_wasm(path),
+                std::io::ErrorKind::NotFound => {
+                    anyhow::anyhow!("no plugin at {}: no such file or folder", path.display())
+                }
+                _ => anyhow::Error::new(e).context(format!("reading {}", path.display())),
+            })?;
+        if head != WASM_MAGIC {
+            return Err(not_wasm(path));
+        }
+        Ok(())
+    }
+
     /// Reads a local file source; other sources need a [`Fetcher`].
     pub fn read_local(&self) -> Result<Fetched> {
         match self {
@@ -358,15 +381,62 @@ pub async fn fetch_all(
 /// Reads a plugin file, with the path in the error.
 pub fn read_wasm(path: &std::path::Path) -> Result<Vec<u8>> {
     let wasm = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
-    if !wasm.starts_with(b"\0asm") {
-        bail!("{} is not a WebAssembly file", path.display());
+    if !wasm.starts_with(WASM_MAGIC) {
+        return Err(not_wasm(path));
     }
     Ok(wasm)
+}
+
+const WASM_MAGIC: &[u8] = b"\0asm";
+
+/// The refusal of a file that is not WebAssembly. A `.toml` where a plugin goes is most likely
+/// a moat.toml given without its flag, which the refusal names.
+fn not_wasm(path: &Path) -> anyhow::Error {
+    let shown = path.display();
+    if path
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("toml"))
+    {
+        anyhow::anyhow!("{shown} is not a WebAssembly file: did you mean `--config {shown}`?")
+    } else {
+        anyhow::anyhow!("{shown} is not a WebAssembly file")
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_local_source_is_checked_and_a_toml_is_told_its_flag() {
+        let dir = std::env::temp_dir().join(format!("moat-check-local-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = |name: &str, bytes: &[u8]| {
+            let path = dir.join(name);
+            std::fs::write(&path, bytes).unwrap();
+            Source::File(path)
+        };
+        assert!(file("ok.wasm", b"\0asm\x0d\0\x01\0").check_local().is_ok());
+        assert!(Source::Dir(dir.clone()).check_local().is_ok());
+        let missing = Source::File(dir.join("gone.wasm"))
+            .check_local()
+            .unwrap_err();
+        assert!(missing.to_string().starts_with("no plugin at"), "{missing}");
+        let toml = file("moat.toml", b"[plugins.x]\n")
+            .check_local()
+            .unwrap_err();
+        let shown = dir.join("moat.toml").display().to_string();
+        assert_eq!(
+            toml.to_string(),
+            format!("{shown} is not a WebAssembly file: did you mean `--config {shown}`?")
+        );
+        let short = file("tiny.wasm", b"\0a").check_local().unwrap_err();
+        assert!(
+            short.to_string().ends_with("is not a WebAssembly file"),
+            "{short}"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn parses_every_kind() {
