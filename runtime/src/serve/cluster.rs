@@ -22,8 +22,8 @@ pub(super) struct ClusterEntry {
     /// secrets file.
     #[schemars(regex(pattern = r"^rediss?://"))]
     redis: String,
-    /// This replica's name in audit lines, logs and metrics. Default: the host name (a pod's
-    /// name on Kubernetes).
+    /// This replica's name in audit lines, logs and metrics (`${env:NAME}` takes it from the
+    /// environment). Default: the host name (a pod's name on Kubernetes).
     replica: Option<String>,
 }
 
@@ -38,7 +38,12 @@ pub(super) fn parse(
             redacted(&redis)
         );
     }
-    let replica = match entry.replica {
+    let replica = entry
+        .replica
+        .map(|name| expand(&name))
+        .transpose()
+        .context("[cluster] replica")?;
+    let replica = match replica {
         Some(name) if name.trim().is_empty() || name.chars().any(char::is_control) => {
             bail!("[cluster] replica must be a name: not empty, no control characters")
         }

@@ -1,0 +1,373 @@
+"""Replicas of `moat serve --http` that share state through a real `redis-server`, alone and
+behind the repository's own `deploy/haproxy/haproxy.cfg`: a principal's quota holds across them,
+a legacy session goes on on another replica (for its owner only), a replica told to stop drains
+without a failed request, one killed loses only what was in flight on it, and Redis stopped and
+started again mid-run changes what the README says and nothing else.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import shutil
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support import free_port, stop, wait_for_port
+from test_http_protocol import ACCEPT, INITIALIZE, Reply, request
+from test_limits_http import ALICE, LEGACY_VERSION, MALLORY, key_hash, modern
+
+REPO = Path(__file__).resolve().parents[2]
+RATE_LIMITED = -32000
+
+
+def needs(program: str) -> str:
+    path = shutil.which(program) or shutil.which(program, path="/usr/sbin:/usr/bin")
+    if path is None:
+        if os.environ.get("CI"):
+            pytest.fail(f"{program} is not installed (./dev test installs it)")
+        pytest.skip(f"{program} is not installed")
+    return path
+
+
+@dataclass
+class Redis:
+    port: int
+    log: Path
+    process: Any = None
+
+    def start(self) -> None:
+        with self.log.open("a") as log:
+            self.process = subprocess.Popen(
+                [needs("redis-server"), "--port", str(self.port), "--bind", "127.0.0.1",
+                 "--save", "", "--appendonly", "no"],
+                stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+        wait_for_port(self.port, self.process, self.log)
+
+    def stop(self) -> None:
+        stop(self.process)
+
+
+@dataclass
+class Replica:
+    name: str
+    port: int
+    stderr: Path
+    audit: Path
+    process: Any
+
+    def log(self) -> str:
+        return self.stderr.read_text(errors="replace")
+
+    def post(self, message: Any, key: str, headers: dict[str, str] | None = None) -> Reply:
+        return post(self.port, message, key, headers)
+
+    def metrics(self) -> str:
+        connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
+        try:
+            connection.request("GET", "/metrics", headers={"authorization": f"Bearer {ALICE}"})
+            return connection.getresponse().read().decode()
+        finally:
+            connection.close()
+
+
+def post(port: int, message: Any, key: str, headers: dict[str, str] | None = None) -> Reply:
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    try:
+        head = {"content-type": "application/json", "accept": ACCEPT,
+                "authorization": f"Bearer {key}", **(headers or {})}
+        connection.request("POST", "/mcp", json.dumps(message), head)
+        return Reply.read(connection.getresponse())
+    finally:
+        connection.close()
+
+
+def echo_call(text: str = "hi") -> tuple[dict[str, Any], dict[str, str]]:
+    return modern("tools/call", {"name": "echo_echo", "arguments": {"message": text}}, "echo_echo")
+
+
+def echo(port: int, key: str) -> Reply:
+    message, head = echo_call()
+    return post(port, message, key, head)
+
+
+@dataclass
+class Cluster:
+    moat_bin: Path
+    tmp: Path
+    redis: Redis
+    config: Path
+    replicas: list[Replica] = field(default_factory=list)
+
+    def start(self, name: str) -> Replica:
+        port = free_port()
+        stderr = self.tmp / f"{name}.stderr"
+        audit = self.tmp / f"{name}.audit.jsonl"
+        with stderr.open("w") as log:
+            process = subprocess.Popen(
+                [str(self.moat_bin), "serve", "--config", str(self.config), "--http",
+                 f"127.0.0.1:{port}", "--audit", str(audit)],
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log,
+                env={**os.environ, "MOAT_REPLICA": name})
+        wait_for_port(port, process, stderr)
+        replica = Replica(name, port, stderr, audit, process)
+        self.replicas.append(replica)
+        return replica
+
+
+def cluster_config(plugin: Callable[[str], Path], redis_port: int, extra: str) -> str:
+    return f"""
+[plugins.echo]
+path = {json.dumps(str(plugin("echo")))}
+[plugins.chatty]
+path = {json.dumps(str(plugin("chatty")))}
+
+[auth]
+api_keys = {{ alice = "{key_hash(ALICE)}", mallory = "{key_hash(MALLORY)}" }}
+
+[cluster]
+redis = "redis://127.0.0.1:{redis_port}/0"
+replica = "${{env:MOAT_REPLICA}}"
+
+[http]
+drain_seconds = 3
+{extra}
+"""
+
+
+@pytest.fixture
+def make_cluster(moat_bin: Path, plugin: Callable[[str], Path],
+                 tmp_path: Path) -> Iterator[Callable[[str], Cluster]]:
+    made: list[Cluster] = []
+
+    def make(extra: str = "") -> Cluster:
+        redis = Redis(free_port(), tmp_path / "redis.log")
+        redis.start()
+        config = tmp_path / "moat.toml"
+        config.write_text(cluster_config(plugin, redis.port, extra))
+        cluster = Cluster(moat_bin, tmp_path, redis, config)
+        made.append(cluster)
+        return cluster
+
+    yield make
+    for cluster in made:
+        for replica in cluster.replicas:
+            if replica.process.poll() is None:
+                stop(replica.process)
+        if cluster.redis.process.poll() is None:
+            cluster.redis.stop()
+
+
+def test_a_principal_s_rate_holds_across_replicas(make_cluster: Callable[..., Cluster]) -> None:
+    cluster = make_cluster("[quotas]\nrequests_per_minute = 30\n")
+    replicas = [cluster.start(f"r{i}") for i in range(3)]
+    statuses = [echo(replicas[i % 3].port, ALICE).status for i in range(45)]
+    accepted = statuses.count(200)
+    # A minute's worth (30) at once, and at most one more refilled while the 45 ran.
+    assert 30 <= accepted <= 31, statuses
+    assert set(statuses) == {200, 429}, statuses
+    # Another principal has a bucket of its own.
+    assert echo(replicas[0].port, MALLORY).status == 200
+    served_by = {json.loads(line)["replica"] for r in replicas
+                 for line in r.audit.read_text().splitlines()}
+    assert served_by == {"r0", "r1", "r2"}
+
+
+def test_concurrent_calls_hold_across_replicas(make_cluster: Callable[..., Cluster]) -> None:
+    cluster = make_cluster("[quotas]\nconcurrent_calls = 1\n")
+    first, second = cluster.start("r0"), cluster.start("r1")
+    nap, head = modern("tools/call", {"name": "chatty_nap", "arguments": {"ms": 2000}}, "chatty_nap")
+    replies: list[Reply] = []
+    slow = threading.Thread(target=lambda: replies.append(first.post(nap, ALICE, head)))
+    slow.start()
+    deadline = time.monotonic() + 10
+    while 'moat_calls_running{plugin="chatty"} 1' not in first.metrics():
+        assert time.monotonic() < deadline, "the nap never started"
+        time.sleep(0.05)
+    assert 'moat_cluster_leases 1' in first.metrics()
+    refused = echo(second.port, ALICE)
+    assert refused.status == 429, refused.body
+    assert "already has 1 calls running" in refused.message["error"]["message"]
+    assert echo(second.port, MALLORY).status == 200
+    slow.join()
+    assert replies[0].status == 200, replies[0].body
+    assert echo(second.port, ALICE).status == 200
+
+
+def open_session(port: int, key: str) -> str:
+    reply = post(port, INITIALIZE, key)
+    assert reply.status == 200, reply.body
+    session = reply.headers["mcp-session-id"]
+    headers = {"mcp-session-id": session, "mcp-protocol-version": LEGACY_VERSION}
+    assert post(port, {"jsonrpc": "2.0", "method": "notifications/initialized"}, key, headers).status == 202
+    return session
+
+
+def session_echo(port: int, key: str, session: str, text: str) -> Reply:
+    headers = {"mcp-session-id": session, "mcp-protocol-version": LEGACY_VERSION}
+    return post(port, request(7, "tools/call", {"name": "echo_echo", "arguments": {"message": text}}),
+                key, headers)
+
+
+def test_a_legacy_session_goes_on_on_another_replica_for_its_owner_only(
+        make_cluster: Callable[..., Cluster]) -> None:
+    cluster = make_cluster()
+    opener, other, third = (cluster.start(f"r{i}") for i in range(3))
+    session = open_session(opener.port, ALICE)
+    # Another principal holding the id is answered as for no session, wherever it asks.
+    for replica in (other, third, opener):
+        assert session_echo(replica.port, MALLORY, session, "x").status == 404
+    reply = session_echo(other.port, ALICE, session, "elsewhere")
+    assert reply.status == 200, reply.body
+    assert reply.message["result"]["content"][0]["text"] == "elsewhere"
+    assert "moat_cluster_restored_sessions_total 1" in other.metrics()
+    # The replica that opened it dies: the session goes on, without a new initialize.
+    opener.process.kill()
+    opener.process.wait()
+    reply = session_echo(third.port, ALICE, session, "after")
+    assert reply.status == 200, reply.body
+    assert session_echo(third.port, MALLORY, session, "x").status == 404
+    assert session_echo(other.port, ALICE, session, "again").status == 200
+
+
+@dataclass
+class Load:
+    """Callers that call echo through `port` until stopped, counting every answer."""
+    port: int
+    callers: int
+    ok: int = 0
+    failed: list[str] = field(default_factory=list)
+    running: bool = True
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    threads: list[threading.Thread] = field(default_factory=list)
+
+    def start(self) -> Load:
+        for _ in range(self.callers):
+            thread = threading.Thread(target=self.run)
+            thread.start()
+            self.threads.append(thread)
+        return self
+
+    def run(self) -> None:
+        while self.running:
+            try:
+                status = echo(self.port, MALLORY).status
+                outcome = None if status == 200 else f"HTTP {status}"
+            except (OSError, http.client.HTTPException) as error:
+                outcome = repr(error)
+            with self.lock:
+                if outcome is None:
+                    self.ok += 1
+                else:
+                    self.failed.append(outcome)
+
+    def counts(self) -> tuple[int, int]:
+        with self.lock:
+            return self.ok, len(self.failed)
+
+    def stop(self) -> None:
+        self.running = False
+        for thread in self.threads:
+            thread.join()
+
+
+@pytest.fixture
+def haproxy(tmp_path: Path) -> Iterator[Callable[[list[Replica]], int]]:
+    started: list[Any] = []
+
+    def start(replicas: list[Replica]) -> int:
+        port = free_port()
+        env = {**os.environ, "MOAT_FRONTEND": f"127.0.0.1:{port}"}
+        for i, replica in enumerate(replicas, 1):
+            env[f"MOAT_REPLICA_{i}"] = f"127.0.0.1:{replica.port}"
+        log = tmp_path / "haproxy.log"
+        with log.open("w") as out:
+            process = subprocess.Popen(
+                [needs("haproxy"), "-f", str(REPO / "deploy/haproxy/haproxy.cfg")],
+                stdin=subprocess.DEVNULL, stdout=out, stderr=out, env=env)
+        started.append(process)
+        wait_for_port(port, process, log)
+        deadline = time.monotonic() + 15
+        # Every replica up (rise 2 at 1 s) before the load starts.
+        while not all(echo(port, MALLORY).status == 200 for _ in range(6)):
+            assert time.monotonic() < deadline
+            time.sleep(0.2)
+        time.sleep(2.5)
+        return port
+
+    yield start
+    for process in started:
+        stop(process)
+
+
+def test_behind_haproxy_a_drained_replica_fails_nothing_and_a_killed_one_only_what_ran_on_it(
+        make_cluster: Callable[..., Cluster], haproxy: Callable[[list[Replica]], int]) -> None:
+    cluster = make_cluster()
+    replicas = [cluster.start(f"r{i}") for i in range(3)]
+    port = haproxy(replicas)
+    callers = 16
+    load = Load(port, callers).start()
+    try:
+        time.sleep(1.5)
+        drained = replicas[0]
+        drained.process.send_signal(signal.SIGTERM)
+        assert drained.process.wait(timeout=30) == 0
+        time.sleep(1.5)
+        ok, failed = load.counts()
+        assert failed == 0, load.failed
+        assert ok > 0
+        log = drained.log()
+        assert "SIGTERM: shutting down" in log and "draining:" in log and "stopped" in log, log
+        # SIGKILL: only the requests in flight on it fail, at most one per caller.
+        replicas[1].process.kill()
+        replicas[1].process.wait()
+        time.sleep(4)  # haproxy marks it down (fall 2 at 1 s)
+        _, failed_by_kill = load.counts()
+        assert failed_by_kill <= callers, load.failed
+        before = load.counts()
+        time.sleep(2)
+        after = load.counts()
+        assert after[1] == before[1], load.failed[before[1]:]
+        assert after[0] > before[0]
+    finally:
+        load.stop()
+    print(f"through haproxy: {load.ok} calls ok; drain failed 0; kill failed {len(load.failed)} "
+          f"({sorted(set(load.failed))}) "
+          f"of {callers} callers")
+
+
+def test_redis_stopped_and_started_again_changes_only_what_is_shared(
+        make_cluster: Callable[..., Cluster]) -> None:
+    cluster = make_cluster("[quotas]\nrequests_per_minute = 600\n")
+    replica = cluster.start("r0")
+    assert echo(replica.port, ALICE).status == 200
+    assert "moat_cluster_up 1" in replica.metrics()
+    cluster.redis.stop()
+    # Calls go on, each replica counting alone, and the log and metrics say so.
+    for _ in range(5):
+        assert echo(replica.port, ALICE).status == 200
+    deadline = time.monotonic() + 10
+    while "moat_cluster_up 0" not in replica.metrics():
+        assert time.monotonic() < deadline, replica.log()
+        time.sleep(0.2)
+    assert "is unreachable" in replica.log() and "quotas hold per replica" in replica.log()
+    assert echo(replica.port, ALICE).status == 200
+    cluster.redis.start()
+    deadline = time.monotonic() + 10
+    while "moat_cluster_up 1" not in replica.metrics():
+        assert time.monotonic() < deadline, replica.log()
+        time.sleep(0.2)
+    assert "answers again" in replica.log()
+    assert echo(replica.port, ALICE).status == 200
+    # Shared again: the call was counted in the restarted (empty) Redis.
+    keys = subprocess.run([needs("redis-cli"), "-p", str(cluster.redis.port), "--scan",
+                           "--pattern", "moat:quota:rate:*"], capture_output=True, text=True, check=True)
+    assert len(keys.stdout.split()) == 1, keys.stdout
