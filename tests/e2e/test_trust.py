@@ -311,3 +311,37 @@ def test_a_stateless_request_s_session_header_is_recorded_as_claimed(
     claimed = hashlib.sha256(b"forged").hexdigest()[:16]
     assert "session" not in record and record["session_claimed"] == claimed, record
     assert record["client_claimed"] == "moat-e2e 0" and "client" not in record, record
+
+
+def test_an_audit_log_of_minus_is_standard_output_over_http_and_refused_on_stdio(
+    moat_bin: Path, plugin: Callable[[str], Path], tmp_path: Path
+) -> None:
+    from test_http_protocol import echo_call, modern_headers, post_headers
+    from test_protocol import MODERN_META
+
+    port = free_port()
+    log = tmp_path / "stderr"
+    with log.open("w") as stderr:
+        process = subprocess.Popen(
+            [str(moat_bin), "serve", "--audit", "-", "--http", f"127.0.0.1:{port}",
+             str(plugin("echo"))],
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=stderr,
+        )
+        try:
+            wait_for_port(port, process, log)
+            connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+            connection.request("POST", "/mcp", json.dumps(echo_call(1, "hi", MODERN_META)),
+                               post_headers(modern_headers("tools/call", "echo_echo")))
+            assert connection.getresponse().status == 200
+            connection.close()
+        finally:
+            process.terminate()
+            out, _ = process.communicate(timeout=10)
+    [record] = [json.loads(line) for line in out.decode().splitlines()]
+    assert record["tool"] == "echo_echo" and record["outcome"] == "ok", record
+    assert not (Path.cwd() / "-").exists()
+    refused = subprocess.run([str(moat_bin), "serve", "--audit", "-", str(plugin("echo"))],
+                             stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
+    assert refused.returncode != 0
+    assert "standard output, which carries MCP on stdio" in refused.stderr, refused.stderr
+    assert refused.stdout == ""

@@ -149,32 +149,8 @@ impl<'a> MakeWriter<'a> for Stderr {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::{Arc, Mutex};
-
     use super::*;
-
-    /// What a subscriber wrote, as one string.
-    #[derive(Clone, Default)]
-    struct Captured(Arc<Mutex<Vec<u8>>>);
-
-    impl std::io::Write for Captured {
-        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            self.0.lock().unwrap().extend_from_slice(buf);
-            Ok(buf.len())
-        }
-
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-
-    impl<'a> MakeWriter<'a> for Captured {
-        type Writer = Captured;
-
-        fn make_writer(&'a self) -> Captured {
-            self.clone()
-        }
-    }
+    use crate::cli::one_line::Captured;
 
     #[test]
     fn json_is_one_object_a_line_with_the_events_and_the_spans_fields() {

@@ -48,12 +48,34 @@ fn unsafe_in_a_line(c: char) -> bool {
         )
 }
 
+/// What a subscriber wrote, for the tests of what moat logs.
+#[cfg(test)]
+#[derive(Clone, Default)]
+pub(super) struct Captured(pub std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+#[cfg(test)]
+impl std::io::Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Captured {
+    type Writer = Captured;
+
+    fn make_writer(&'a self) -> Captured {
+        self.clone()
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use std::sync::{Arc, Mutex};
-
-    use tracing_subscriber::fmt::MakeWriter;
-
     use super::*;
 
     fn escape(text: &str) -> String {
@@ -69,29 +91,6 @@ mod tests {
             "a\\r\\nb\\u{1b}[31mc\\u{85}d\\u{2028}e\\u{2029}f\\u{202e}g\\u{7f}\\th"
         );
         assert_eq!(escape("kid \"é\" 日本 \\n"), "kid \"é\" 日本 \\n");
-    }
-
-    /// What a subscriber wrote, as one string.
-    #[derive(Clone, Default)]
-    struct Captured(Arc<Mutex<Vec<u8>>>);
-
-    impl std::io::Write for Captured {
-        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            self.0.lock().unwrap().extend_from_slice(buf);
-            Ok(buf.len())
-        }
-
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-
-    impl<'a> MakeWriter<'a> for Captured {
-        type Writer = Captured;
-
-        fn make_writer(&'a self) -> Captured {
-            self.clone()
-        }
     }
 
     fn logged(ansi: bool) -> String {

@@ -50,12 +50,17 @@ impl SharedSessions {
 
     /// Records that `principal` opened session `id`.
     pub async fn opened(&self, id: &str, principal: &str) {
+        self.set(id, "owner", principal).await;
+    }
+
+    /// Sets one `field` of session `id`'s hash, keeping the session another idle period.
+    async fn set(&self, id: &str, field: &str, value: &str) {
         let (key, idle) = (session_key(id), self.idle_ms());
         self.cluster
             .run(|mut connection| async move {
                 redis::pipe()
                     .atomic()
-                    .hset(&key, "owner", principal)
+                    .hset(&key, field, value)
                     .ignore()
                     .pexpire(&key, idle)
                     .ignore()
@@ -116,20 +121,7 @@ impl SessionStore for SharedSessions {
     }
 
     async fn store(&self, id: &str, state: &SessionState) -> Result<(), SessionStoreError> {
-        let (key, idle) = (session_key(id), self.idle_ms());
-        let state = serde_json::to_string(state)?;
-        self.cluster
-            .run(|mut connection| async move {
-                redis::pipe()
-                    .atomic()
-                    .hset(&key, "state", state)
-                    .ignore()
-                    .pexpire(&key, idle)
-                    .ignore()
-                    .query_async::<()>(&mut connection)
-                    .await
-            })
-            .await;
+        self.set(id, "state", &serde_json::to_string(state)?).await;
         Ok(())
     }
 
