@@ -240,11 +240,13 @@ def test_a_legacy_session_goes_on_on_another_replica_for_its_owner_only(
 
 @dataclass
 class Load:
-    """Callers that call echo through `port` until stopped, counting every answer."""
+    """Callers that call echo through `port` until stopped, counting every answer and noting,
+    for each failure, when its request was sent."""
     port: int
     callers: int
     ok: int = 0
     failed: list[str] = field(default_factory=list)
+    failed_sent_at: list[float] = field(default_factory=list)
     running: bool = True
     lock: threading.Lock = field(default_factory=threading.Lock)
     threads: list[threading.Thread] = field(default_factory=list)
@@ -258,6 +260,7 @@ class Load:
 
     def run(self) -> None:
         while self.running:
+            sent_at = time.monotonic()
             try:
                 status = echo(self.port, MALLORY).status
                 outcome = None if status == 200 else f"HTTP {status}"
@@ -268,6 +271,7 @@ class Load:
                     self.ok += 1
                 else:
                     self.failed.append(outcome)
+                    self.failed_sent_at.append(sent_at)
 
     def counts(self) -> tuple[int, int]:
         with self.lock:
@@ -326,12 +330,15 @@ def test_behind_haproxy_a_drained_replica_fails_nothing_and_a_killed_one_only_wh
         assert ok > 0
         log = drained.log()
         assert "SIGTERM: shutting down" in log and "draining:" in log and "stopped" in log, log
-        # SIGKILL: only the requests in flight on it fail, at most one per caller.
+        # SIGKILL: only what was sent to it before it died fails (in flight, or waiting in its
+        # listen backlog); a request sent after finds its port closed and haproxy sends it on.
         replicas[1].process.kill()
         replicas[1].process.wait()
+        died_at = time.monotonic()
         time.sleep(4)  # haproxy marks it down (fall 2 at 1 s)
-        _, failed_by_kill = load.counts()
-        assert failed_by_kill <= callers, load.failed
+        with load.lock:
+            late = [at - died_at for at in load.failed_sent_at if at > died_at]
+        assert not late, f"failed though sent {late} s after the kill: {load.failed}"
         before = load.counts()
         time.sleep(2)
         after = load.counts()
