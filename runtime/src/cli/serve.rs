@@ -10,6 +10,7 @@ use rmcp::ServiceExt;
 use moat::access::Principal;
 use moat::cluster::Cluster;
 use moat::cluster::quotas::SharedQuotas;
+use moat::cluster::tasks::SharedTasks;
 use moat::mcp::audit::AuditLog;
 use moat::mcp::catalogue::Catalogue;
 use moat::mcp::server::MoatServer;
@@ -159,6 +160,7 @@ pub async fn serve(
     let catalogue = Catalogue::with_audit(registry, page_size, audit);
     if let Some(cluster) = &cluster {
         catalogue.quotas().share(SharedQuotas::new(cluster.clone()));
+        catalogue.tasks().share(SharedTasks::new(cluster.clone()));
         catalogue.metrics().add_cluster(cluster);
     }
     tables.apply(Tables::at_start(service), &catalogue)?;

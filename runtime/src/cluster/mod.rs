@@ -2,16 +2,20 @@
 //! `[cluster]` names one; without it moat is one process and nothing here runs.
 //!
 //! Each kind of shared state has a module of its own: [`quotas`] (a principal's rate and call
-//! slots, decided by one script in Redis per request) and [`sessions`] (legacy sessions any
-//! replica can restore, bound to the principal that opened them). Every key expires by itself, so
-//! a replica that dies leaves nothing behind that outlives its TTL.
+//! slots, decided by one script in Redis per request), [`sessions`] (legacy sessions any
+//! replica can restore, bound to the principal that opened them), [`tasks`] (task records any
+//! replica can answer for) and [`events`] (what one replica tells the others). Every key expires
+//! by itself, so a replica that dies leaves nothing behind that outlives its TTL; each replica
+//! also keeps a key saying it is alive, so others can tell when the one running a task died.
 //!
 //! When Redis cannot be reached, moat goes on with what each replica knows (quotas per replica,
 //! sessions only where they were opened), says so once in the log and in `moat_cluster_up`, and
 //! probes Redis every second until it answers again; requests in between never wait on it.
 
+pub mod events;
 pub mod quotas;
 pub mod sessions;
+pub mod tasks;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -23,11 +27,16 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use tokio::sync::{Notify, broadcast};
+
+use events::Event;
 
 /// How long one Redis command may take before moat goes on without it.
 const RESPONSE_TIMEOUT: Duration = Duration::from_millis(500);
-/// How often an unreachable Redis is asked whether it is back.
+/// How often an unreachable Redis is asked whether it is back, and a replica says it is alive.
 const PROBE_EVERY: Duration = Duration::from_secs(1);
+/// How long a replica that stopped saying so is still taken for alive.
+const ALIVE_FOR: Duration = Duration::from_secs(5);
 
 /// `[cluster]`, checked.
 #[derive(Clone)]
@@ -68,11 +77,18 @@ pub fn redacted(url: &str) -> String {
 /// The connection to the shared store, and whether it answers.
 pub struct Cluster {
     replica: String,
+    /// This run of the replica: its name and a random suffix, so that a replica started again
+    /// under the same name is not taken for the one that died.
+    instance: String,
     /// Where Redis is, without its password.
     address: String,
     connection: ConnectionManager,
     up: AtomicBool,
     metrics: ClusterMetrics,
+    /// What other replicas raise.
+    events: broadcast::Sender<Event>,
+    /// Woken when Redis goes away, so the subscribing connection is made again.
+    reconnect: Arc<Notify>,
 }
 
 #[derive(Clone)]
@@ -100,10 +116,11 @@ impl Cluster {
             .set_response_timeout(Some(RESPONSE_TIMEOUT))
             .set_number_of_retries(1)
             .set_max_delay(PROBE_EVERY);
-        let connection = ConnectionManager::new_lazy_with_config(client, config)
+        let connection = ConnectionManager::new_lazy_with_config(client.clone(), config)
             .context("setting up the Redis connection")?;
         let cluster = Arc::new(Self {
             replica: settings.replica.clone(),
+            instance: format!("{}/{}", settings.replica, random_hex(4)),
             address,
             connection,
             // Until the first answer says otherwise: the first requests try Redis.
@@ -114,9 +131,12 @@ impl Cluster {
                 restored_sessions: Counter::default(),
                 leases: Gauge::default(),
             },
+            events: broadcast::Sender::new(events::BACKLOG),
+            reconnect: Arc::default(),
         });
         cluster.metrics.up.set(1);
         tokio::spawn(probe(Arc::downgrade(&cluster)));
+        tokio::spawn(events::listen(Arc::downgrade(&cluster), client));
         tracing::info!(
             "replica {} shares its state through Redis at {}",
             cluster.replica,
@@ -128,6 +148,27 @@ impl Cluster {
     /// This replica's name.
     pub fn replica(&self) -> &str {
         &self.replica
+    }
+
+    /// This run of this replica, as other replicas know it.
+    pub fn instance(&self) -> &str {
+        &self.instance
+    }
+
+    /// Whether the replica run `instance` is alive (has said so within the last five seconds);
+    /// `None` when Redis cannot say.
+    pub async fn alive(&self, instance: &str) -> Option<bool> {
+        if instance == self.instance {
+            return Some(true);
+        }
+        let key = alive_key(instance);
+        self.run(|mut connection| async move {
+            redis::cmd("EXISTS")
+                .arg(key)
+                .query_async::<bool>(&mut connection)
+                .await
+        })
+        .await
     }
 
     /// Whether Redis answered the last time it was asked.
@@ -172,9 +213,11 @@ impl Cluster {
     fn went_down(&self, why: &str) {
         if self.up.swap(false, Ordering::Relaxed) {
             self.metrics.up.set(0);
+            self.reconnect.notify_waiters();
             tracing::warn!(
                 "Redis at {} is unreachable ({why}): until it answers again, quotas hold per \
-                 replica, legacy sessions only on the replica that opened them",
+                 replica, legacy sessions only on the replica that opened them, and new tasks \
+                 are refused",
                 self.address
             );
         }
@@ -234,7 +277,8 @@ fn is_unreachable(error: &redis::RedisError) -> bool {
         || error.is_unrecoverable_error()
 }
 
-/// Asks an unreachable Redis every second whether it is back, while the cluster lives.
+/// Says every second that this replica is alive, which also tells whether Redis answers, while
+/// the cluster lives.
 async fn probe(cluster: std::sync::Weak<Cluster>) {
     let mut every = tokio::time::interval(PROBE_EVERY);
     every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -244,9 +288,15 @@ async fn probe(cluster: std::sync::Weak<Cluster>) {
             return;
         };
         let mut connection = cluster.connection.clone();
+        let mut alive = redis::cmd("SET");
+        alive
+            .arg(alive_key(&cluster.instance))
+            .arg(1)
+            .arg("PX")
+            .arg(ALIVE_FOR.as_millis() as u64);
         let ping = tokio::time::timeout(
             RESPONSE_TIMEOUT,
-            redis::cmd("PING").query_async::<String>(&mut connection),
+            alive.query_async::<String>(&mut connection),
         )
         .await;
         match ping {
@@ -265,6 +315,17 @@ fn key(kind: &str, name: &str) -> String {
     let hash = sha2::Sha256::digest(name.as_bytes());
     let hex: String = hash[..16].iter().map(|b| format!("{b:02x}")).collect();
     format!("{kind}:{hex}")
+}
+
+fn alive_key(instance: &str) -> String {
+    key("moat:alive", instance)
+}
+
+/// `bytes` random bytes in hex.
+pub(crate) fn random_hex(bytes: usize) -> String {
+    let mut buffer = vec![0u8; bytes];
+    getrandom::fill(&mut buffer).expect("the system's randomness");
+    buffer.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// The host name, for a replica that is not given one.

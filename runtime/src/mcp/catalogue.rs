@@ -102,9 +102,11 @@ impl Catalogue {
         audit: Option<Arc<AuditLog>>,
     ) -> Self {
         let quotas = Arc::new(Quotas::default());
+        let current = watch::Sender::new(registry);
         Self {
             inner: Arc::new(Inner {
-                current: watch::Sender::new(registry),
+                tasks: Arc::new(Tasks::new(quotas.clone(), current.subscribe())),
+                current,
                 page_size,
                 sessions: Mutex::new(Vec::new()),
                 audit,
@@ -113,7 +115,6 @@ impl Catalogue {
                 traces: std::sync::OnceLock::new(),
                 sealer: std::sync::RwLock::new(Arc::new(Sealer::default())),
                 watchers: Mutex::default(),
-                tasks: Arc::new(Tasks::new(quotas.clone())),
                 quotas,
                 updates: tokio::sync::broadcast::Sender::new(MAX_PENDING_UPDATES),
             }),

@@ -517,7 +517,7 @@ impl ServerHandler for MoatServer {
                 capabilities: asking.capabilities.clone(),
             };
             let tasks = self.catalogue.tasks();
-            let task = tasks.start(&principal.name, job, asking.answered())?;
+            let task = tasks.start(&principal.name, job, asking.answered()).await?;
             return Ok(CreateTaskResult::new(task).into());
         }
         if let Err(error) = &outcome {
@@ -614,7 +614,8 @@ impl ServerHandler for MoatServer {
         let task = self
             .catalogue
             .tasks()
-            .get(&principal.name, &request.task_id)?;
+            .get(&principal.name, &request.task_id)
+            .await?;
         Ok(GetTaskResult::new(task))
     }
 
@@ -627,6 +628,7 @@ impl ServerHandler for MoatServer {
         self.catalogue
             .tasks()
             .update(&principal.name, &request.task_id, &request.input_responses)
+            .await
     }
 
     async fn cancel_task(
@@ -638,6 +640,7 @@ impl ServerHandler for MoatServer {
         self.catalogue
             .tasks()
             .cancel(&principal.name, &request.task_id)
+            .await
     }
 
     async fn set_level(

@@ -20,6 +20,12 @@ fn registry() -> Arc<Registry> {
     Arc::new(registry)
 }
 
+/// Tasks that run again on `registry`, under no quota.
+fn tasks_on(registry: &Arc<Registry>) -> Arc<Tasks> {
+    let (_, serving) = tokio::sync::watch::channel(registry.clone());
+    Arc::new(Tasks::new(Arc::default(), serving))
+}
+
 fn job(registry: &Arc<Registry>, tool: &str, arguments: Value) -> Job {
     Job {
         registry: registry.clone(),
@@ -30,10 +36,10 @@ fn job(registry: &Arc<Registry>, tool: &str, arguments: Value) -> Job {
 }
 
 /// The task once its status is `status`, failing after ten seconds.
-async fn until(tasks: &Tasks, principal: &str, id: &str, status: TaskStatus) -> Value {
+async fn until(tasks: &Arc<Tasks>, principal: &str, id: &str, status: TaskStatus) -> Value {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
-        let task: DetailedTask = tasks.get(principal, id).unwrap();
+        let task: DetailedTask = tasks.get(principal, id).await.unwrap();
         if task.status() == status {
             return serde_json::to_value(rmcp::model::GetTaskResult::new(task)).unwrap();
         }
@@ -49,13 +55,13 @@ async fn until(tasks: &Tasks, principal: &str, id: &str, status: TaskStatus) -> 
 #[tokio::test]
 async fn a_task_runs_to_its_result_for_its_principal_only() {
     let registry = registry();
-    let tasks = Arc::new(Tasks::default());
+    let tasks = tasks_on(&registry);
     let job = job(
         &registry,
         "test_slow_compute",
         json!({"seconds": 0, "label": "quick"}),
     );
-    let task = tasks.start("alice", job, Vec::new()).unwrap();
+    let task = tasks.start("alice", job, Vec::new()).await.unwrap();
     assert_eq!(task.ttl_ms, Some(600_000));
     let done = until(&tasks, "alice", &task.task_id, TaskStatus::Completed).await;
     assert_eq!(
@@ -68,27 +74,29 @@ async fn a_task_runs_to_its_result_for_its_principal_only() {
     assert!(
         tasks
             .get("bob", id)
+            .await
             .unwrap_err()
             .message
             .contains("unknown task")
     );
-    assert!(tasks.cancel("bob", id).is_err());
-    assert!(tasks.update("bob", id, &Default::default()).is_err());
+    assert!(tasks.cancel("bob", id).await.is_err());
+    assert!(tasks.update("bob", id, &Default::default()).await.is_err());
     // Cancelling an ended task changes nothing.
-    tasks.cancel("alice", id).unwrap();
+    tasks.cancel("alice", id).await.unwrap();
     until(&tasks, "alice", id, TaskStatus::Completed).await;
 }
 
 #[tokio::test]
 async fn a_task_waits_for_every_answer_of_its_round() {
     let registry = registry();
-    let tasks = Arc::new(Tasks::default());
+    let tasks = tasks_on(&registry);
     let task = tasks
         .start(
             "alice",
             job(&registry, "test_multi_input", json!({})),
             Vec::new(),
         )
+        .await
         .unwrap();
     let id = &task.task_id;
     let waiting = until(&tasks, "alice", id, TaskStatus::InputRequired).await;
@@ -108,6 +116,7 @@ async fn a_task_waits_for_every_answer_of_its_round() {
     ];
     tasks
         .update("alice", id, &partial.into_iter().collect())
+        .await
         .unwrap();
     let still = until(&tasks, "alice", id, TaskStatus::InputRequired).await;
     let pending: Vec<&String> = still["inputRequests"].as_object().unwrap().keys().collect();
@@ -120,11 +129,15 @@ async fn a_task_waits_for_every_answer_of_its_round() {
             id,
             &[("user_color".to_string(), color)].into_iter().collect(),
         )
+        .await
         .unwrap();
     let done = until(&tasks, "alice", id, TaskStatus::Completed).await;
     assert_eq!(done["result"]["content"][0]["text"], "Ada likes teal.");
     assert!(
-        tasks.update("alice", id, &Default::default()).is_err(),
+        tasks
+            .update("alice", id, &Default::default())
+            .await
+            .is_err(),
         "nothing is pending"
     );
 }
@@ -132,20 +145,20 @@ async fn a_task_waits_for_every_answer_of_its_round() {
 #[tokio::test]
 async fn cancelling_a_task_stops_its_guest() {
     let registry = registry();
-    let tasks = Arc::new(Tasks::default());
+    let tasks = tasks_on(&registry);
     let job = job(
         &registry,
         "test_slow_compute",
         json!({"seconds": 20, "label": "slow"}),
     );
-    let task = tasks.start("alice", job, Vec::new()).unwrap();
+    let task = tasks.start("alice", job, Vec::new()).await.unwrap();
     let (plugin, _) = registry.find("test_slow_compute").unwrap();
     let deadline = Instant::now() + Duration::from_secs(10);
     while plugin.calls_running() == 0 {
         assert!(Instant::now() < deadline, "the task never ran");
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    tasks.cancel("alice", &task.task_id).unwrap();
+    tasks.cancel("alice", &task.task_id).await.unwrap();
     until(&tasks, "alice", &task.task_id, TaskStatus::Cancelled).await;
     while plugin.calls_running() != 0 {
         assert!(Instant::now() < deadline, "the cancelled guest still runs");
@@ -156,13 +169,14 @@ async fn cancelling_a_task_stops_its_guest() {
 #[tokio::test]
 async fn a_crash_fails_the_task_and_a_tool_error_completes_it() {
     let registry = registry();
-    let tasks = Arc::new(Tasks::default());
+    let tasks = tasks_on(&registry);
     let crash = tasks
         .start(
             "alice",
             job(&registry, "test_protocol_error_job", json!({})),
             Vec::new(),
         )
+        .await
         .unwrap();
     let failed = until(&tasks, "alice", &crash.task_id, TaskStatus::Failed).await;
     assert_eq!(failed["error"]["code"], -32603);
@@ -173,6 +187,7 @@ async fn a_crash_fails_the_task_and_a_tool_error_completes_it() {
             job(&registry, "test_failing_job", json!({})),
             Vec::new(),
         )
+        .await
         .unwrap();
     let completed = until(&tasks, "alice", &error.task_id, TaskStatus::Completed).await;
     assert_eq!(completed["result"]["isError"], true);
@@ -181,7 +196,7 @@ async fn a_crash_fails_the_task_and_a_tool_error_completes_it() {
 #[tokio::test]
 async fn a_principal_has_a_bounded_number_of_tasks() {
     let registry = registry();
-    let tasks = Arc::new(Tasks::default());
+    let tasks = tasks_on(&registry);
     for _ in 0..MAX_TASKS_PER_PRINCIPAL {
         tasks
             .start(
@@ -189,6 +204,7 @@ async fn a_principal_has_a_bounded_number_of_tasks() {
                 job(&registry, "test_greet", json!({"name": "x"})),
                 Vec::new(),
             )
+            .await
             .unwrap();
     }
     let refused = tasks
@@ -197,6 +213,7 @@ async fn a_principal_has_a_bounded_number_of_tasks() {
             job(&registry, "test_greet", json!({"name": "x"})),
             Vec::new(),
         )
+        .await
         .unwrap_err();
     assert!(refused.message.contains("too many tasks"), "{refused:?}");
     // Another principal's tasks are counted apart.
@@ -206,6 +223,7 @@ async fn a_principal_has_a_bounded_number_of_tasks() {
             job(&registry, "test_greet", json!({"name": "x"})),
             Vec::new(),
         )
+        .await
         .unwrap();
 }
 
@@ -217,7 +235,8 @@ async fn a_task_runs_in_one_of_its_principals_call_slots() {
         concurrent_calls: Some(1),
     };
     let quotas = Arc::new(Quotas::new(one_at_a_time, Default::default()));
-    let tasks = Arc::new(Tasks::new(quotas.clone()));
+    let (_, serving) = tokio::sync::watch::channel(registry.clone());
+    let tasks = Arc::new(Tasks::new(quotas.clone(), serving));
     // Alice's one slot is taken (by a call of hers that is running).
     let held = quotas.call("alice").await.unwrap();
     let quick = json!({"seconds": 0, "label": "quick"});
@@ -227,10 +246,11 @@ async fn a_task_runs_in_one_of_its_principals_call_slots() {
             job(&registry, "test_slow_compute", quick),
             Vec::new(),
         )
+        .await
         .unwrap();
     let id = &task.task_id;
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let waiting = tasks.get("alice", id).unwrap();
+    let waiting = tasks.get("alice", id).await.unwrap();
     assert_eq!(
         waiting.status(),
         TaskStatus::Working,
@@ -249,13 +269,14 @@ async fn a_task_runs_in_one_of_its_principals_call_slots() {
             job(&registry, "test_slow_compute", slow),
             Vec::new(),
         )
+        .await
         .unwrap();
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(
         quotas.call("alice").await.is_err(),
         "the running task holds it"
     );
-    tasks.cancel("alice", &task.task_id).unwrap();
+    tasks.cancel("alice", &task.task_id).await.unwrap();
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert!(
         quotas.call("alice").await.is_ok(),
