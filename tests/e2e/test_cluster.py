@@ -1,6 +1,7 @@
 """Replicas of `moat serve --http` that share state through a real `redis-server`, alone and
 behind the repository's own `deploy/haproxy/haproxy.cfg`: a principal's quota holds across them,
-a legacy session goes on on another replica (for its owner only), a replica told to stop drains
+a legacy session goes on on another replica (for its owner only), a task is polled, answered and
+cancelled through replicas other than the one running it (and outlives that one), a replica told to stop drains
 without a failed request, one killed loses only what was in flight on it, and Redis stopped and
 started again mid-run changes what the README says and nothing else.
 """
@@ -22,7 +23,9 @@ from typing import Any
 
 import pytest
 from support import free_port, stop, wait_for_port
-from test_http_protocol import ACCEPT, INITIALIZE, Reply, request
+from test_access_http import CAPABILITIES, TASKS
+from test_access_http import ACCEPT as CONFIRM
+from test_http_protocol import ACCEPT, INITIALIZE, MODERN_META, Reply, modern_headers, request
 from test_limits_http import ALICE, LEGACY_VERSION, MALLORY, key_hash, modern
 
 REPO = Path(__file__).resolve().parents[2]
@@ -129,6 +132,8 @@ def cluster_config(plugin: Callable[[str], Path], redis_port: int, extra: str) -
 path = {json.dumps(str(plugin("echo")))}
 [plugins.chatty]
 path = {json.dumps(str(plugin("chatty")))}
+[plugins.jobs]
+path = {json.dumps(str(plugin("conformance")))}
 
 [auth]
 api_keys = {{ alice = "{key_hash(ALICE)}", mallory = "{key_hash(MALLORY)}" }}
@@ -236,6 +241,77 @@ def test_a_legacy_session_goes_on_on_another_replica_for_its_owner_only(
     assert reply.status == 200, reply.body
     assert session_echo(third.port, MALLORY, session, "x").status == 404
     assert session_echo(other.port, ALICE, session, "again").status == 200
+
+
+def ask(replica: Replica, method: str, params: dict[str, Any], key: str = ALICE) -> dict[str, Any]:
+    """A 2026-07-28 request of a client that follows tasks, to `replica`: its result or error."""
+    params = {**params, "_meta": {**MODERN_META, CAPABILITIES: TASKS}}
+    headers = modern_headers(method, params.get("name", params.get("taskId")))
+    reply = replica.post(request(1, method, params), key, headers)
+    assert reply.status == 200, reply.body
+    return reply.message
+
+
+def task_of(replica: Replica, task_id: str, key: str = ALICE) -> dict[str, Any]:
+    answer = ask(replica, "tasks/get", {"taskId": task_id}, key)
+    assert "result" in answer, answer
+    return answer["result"]
+
+
+def started(replica: Replica, tool: str, arguments: dict[str, Any]) -> str:
+    answer = ask(replica, "tools/call", {"name": tool, "arguments": arguments})
+    return answer["result"]["taskId"]
+
+
+def until_status(replica: Replica, task_id: str, status: str, within: float = 20) -> dict[str, Any]:
+    deadline = time.monotonic() + within
+    while (task := task_of(replica, task_id))["status"] != status:
+        assert time.monotonic() < deadline, task
+        time.sleep(0.1)
+    return task
+
+
+def until_napping(replica: Replica, count: int) -> None:
+    deadline = time.monotonic() + 10
+    while f'moat_calls_running{{plugin="chatty"}} {count}' not in replica.metrics():
+        assert time.monotonic() < deadline, f"chatty never ran {count} calls on {replica.name}"
+        time.sleep(0.05)
+
+
+def test_a_task_is_answered_and_cancelled_through_any_replica_and_outlives_its_own(
+        make_cluster: Callable[..., Cluster]) -> None:
+    cluster = make_cluster()
+    r0, r1, r2 = (cluster.start(f"r{i}") for i in range(3))
+
+    # Asked about through one replica, answered through another, its result read on a third.
+    task_id = started(r0, "jobs_confirm_delete", {"filename": "plans.txt"})
+    waiting = until_status(r1, task_id, "input_required")
+    assert list(waiting["inputRequests"]) == ["confirm"], waiting
+    assert "error" in ask(r2, "tasks/get", {"taskId": task_id}, MALLORY), "another principal's"
+    ask(r2, "tasks/update", {"taskId": task_id, "inputResponses": CONFIRM})
+    done = until_status(r0, task_id, "completed")
+    assert done["result"]["content"][0]["text"] == "Deleted plans.txt.", done
+
+    # Cancelled through another replica: the guest running on r0 stops.
+    task_id = started(r0, "chatty_nap_once_as_task", {"ms": 20000})
+    until_napping(r0, 1)
+    assert "result" in ask(r1, "tasks/cancel", {"taskId": task_id})
+    until_napping(r0, 0)
+    assert task_of(r2, task_id)["status"] == "cancelled"
+
+    # Its replica killed while it runs: a tool that must not run twice fails, with the reason.
+    once = started(r0, "chatty_nap_once_as_task", {"ms": 20000})
+    twice = started(r0, "chatty_nap_as_task", {"ms": 3000})
+    until_napping(r0, 2)
+    r0.process.kill()
+    r0.process.wait()
+    failed = until_status(r1, once, "failed")
+    assert "replica running this task (r0) stopped" in failed["error"]["message"], failed
+    assert "not marked @idempotent" in failed["error"]["message"], failed
+    # ...and an @idempotent one runs again on the replica it is next asked about through.
+    done = until_status(r2, twice, "completed")
+    assert done["result"]["content"][0]["text"] == "3000", done
+    assert "running its @idempotent tool again here" in (r1.log() + r2.log())
 
 
 @dataclass

@@ -59,6 +59,8 @@ async def test_lists_every_exported_function_as_a_tool(served: Served) -> None:
         "chatty_crash",
         "chatty_log_levels",
         "chatty_nap",
+        "chatty_nap_as_task",
+        "chatty_nap_once_as_task",
         "chatty_shout",
         "chatty_spin",
         "echo_echo",

@@ -7,6 +7,7 @@ moat_guest::generate!("chatty");
 
 use moat::plugin::log::{Level, log};
 use moat::plugin::progress::report;
+use moat::plugin::tasks::detach;
 
 struct Chatty;
 
@@ -53,6 +54,16 @@ impl Guest for Chatty {
     fn nap(ms: u32) -> u32 {
         std::thread::sleep(Duration::from_millis(u64::from(ms)));
         ms
+    }
+
+    fn nap_as_task(ms: u32) -> u32 {
+        detach();
+        Self::nap(ms)
+    }
+
+    fn nap_once_as_task(ms: u32) -> u32 {
+        detach();
+        Self::nap(ms)
     }
 
     fn shout(out: String, err: String) -> String {
