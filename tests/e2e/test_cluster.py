@@ -443,6 +443,10 @@ def test_redis_stopped_and_started_again_changes_only_what_is_shared(
         time.sleep(0.2)
     assert "is unreachable" in replica.log() and "quotas hold per replica" in replica.log()
     assert echo(replica.port, ALICE).status == 200
+    # A new task is refused, saying to come back: no replica could answer for it.
+    refused = ask(replica, "tools/call", {"name": "chatty_nap_as_task", "arguments": {"ms": 1}})
+    assert "does not answer now: try again" in refused["error"]["message"], refused
+    assert refused["error"]["data"] == {"retryable": True}, refused
     cluster.redis.start()
     deadline = time.monotonic() + 10
     while "moat_cluster_up 1" not in replica.metrics():
@@ -450,6 +454,8 @@ def test_redis_stopped_and_started_again_changes_only_what_is_shared(
         time.sleep(0.2)
     assert "answers again" in replica.log()
     assert echo(replica.port, ALICE).status == 200
+    task_id = started(replica, "chatty_nap_as_task", {"ms": 1})
+    assert until_status(replica, task_id, "completed")["result"]["content"][0]["text"] == "1"
     # Shared again: the call was counted in the restarted (empty) Redis.
     keys = subprocess.run([needs("redis-cli"), "-p", str(cluster.redis.port), "--scan",
                            "--pattern", "moat:quota:rate:*"], capture_output=True, text=True, check=True)

@@ -1,6 +1,7 @@
 //! Task records any replica can answer for: each a Redis hash (`record`, the task as JSON, and
 //! `version`, bumped by every change) that expires when the task does, and per principal (and in
-//! all) a sorted set of the tasks kept, which bounds how many there are.
+//! all) a sorted set of the tasks kept (by their keys: task ids reach Redis hashed), which bounds
+//! how many there are.
 //!
 //! A change is a compare-and-set on `version`: two replicas changing one task at once (an answer
 //! here, a cancel there) never lose each other's change; the one that loses reads again.
@@ -14,7 +15,7 @@ use super::Cluster;
 
 /// Keeps a task if its principal, and all principals, are under their bounds: KEYS the task, the
 /// principal's tasks, all tasks; ARGV now (ms), the TTL (ms), the bound per principal, the bound
-/// in all, the task's id, its record. 1 if kept, 0 if a bound is reached.
+/// in all, its record. 1 if kept, 0 if a bound is reached.
 const CREATE: &str = r"
 local now, ttl = tonumber(ARGV[1]), tonumber(ARGV[2])
 redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now - ttl)
@@ -22,11 +23,11 @@ redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now - ttl)
 if redis.call('ZCARD', KEYS[2]) >= tonumber(ARGV[3]) or redis.call('ZCARD', KEYS[3]) >= tonumber(ARGV[4]) then
   return 0
 end
-redis.call('ZADD', KEYS[2], now, ARGV[5])
-redis.call('ZADD', KEYS[3], now, ARGV[5])
+redis.call('ZADD', KEYS[2], now, KEYS[1])
+redis.call('ZADD', KEYS[3], now, KEYS[1])
 redis.call('PEXPIRE', KEYS[2], ttl)
 redis.call('PEXPIRE', KEYS[3], ttl)
-redis.call('HSET', KEYS[1], 'record', ARGV[6], 'version', 1)
+redis.call('HSET', KEYS[1], 'record', ARGV[5], 'version', 1)
 redis.call('PEXPIRE', KEYS[1], ttl)
 return 1
 ";
@@ -92,7 +93,6 @@ impl SharedTasks {
             .arg(ttl.as_millis() as u64)
             .arg(per_principal)
             .arg(in_all)
-            .arg(id)
             .arg(record);
         self.cluster
             .run(|mut connection| async move {

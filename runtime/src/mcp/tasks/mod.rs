@@ -362,10 +362,11 @@ impl Tasks {
         let Some((stopped, _)) = changed else {
             return Err(unknown(id));
         };
-        if let Some(runner) = stopped? {
-            if !self.stop(&runner.run) {
-                self.store.stop_elsewhere(&runner.run).await;
-            }
+        // Stopped here if it runs here; otherwise the replica running it is told to.
+        if let Some(runner) = stopped?
+            && !self.stop(&runner.run)
+        {
+            self.store.stop_elsewhere(&runner.run).await;
         }
         Ok(())
     }
