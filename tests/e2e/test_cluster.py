@@ -1,6 +1,7 @@
 """Replicas of `moat serve --http` that share state through a real `redis-server`, alone and
 behind the repository's own `deploy/haproxy/haproxy.cfg`: a principal's quota holds across them,
-a legacy session goes on on another replica (for its owner only), a task is polled, answered and
+a legacy session goes on on another replica (for its owner only, with the log level and
+subscriptions it set, hearing of resource updates raised on any replica), a task is polled, answered and
 cancelled through replicas other than the one running it (and outlives that one), a replica told to stop drains
 without a failed request, one killed loses only what was in flight on it, and Redis stopped and
 started again mid-run changes what the README says and nothing else.
@@ -25,7 +26,7 @@ import pytest
 from support import free_port, stop, wait_for_port
 from test_access_http import CAPABILITIES, TASKS
 from test_access_http import ACCEPT as CONFIRM
-from test_http_protocol import ACCEPT, INITIALIZE, MODERN_META, Reply, modern_headers, request
+from test_http_protocol import ACCEPT, INITIALIZE, MODERN_META, Reply, modern_headers, request, sse_data
 from test_limits_http import ALICE, LEGACY_VERSION, MALLORY, key_hash, modern
 
 REPO = Path(__file__).resolve().parents[2]
@@ -126,7 +127,7 @@ class Cluster:
         return replica
 
 
-def cluster_config(plugin: Callable[[str], Path], redis_port: int, extra: str) -> str:
+def cluster_config(plugin: Callable[[str], Path], redis_port: int, notes: Path, extra: str) -> str:
     return f"""
 [plugins.echo]
 path = {json.dumps(str(plugin("echo")))}
@@ -134,6 +135,9 @@ path = {json.dumps(str(plugin("echo")))}
 path = {json.dumps(str(plugin("chatty")))}
 [plugins.jobs]
 path = {json.dumps(str(plugin("conformance")))}
+[plugins.notebook]
+path = {json.dumps(str(plugin("notebook")))}
+files = [{{ host = {json.dumps(str(notes))}, guest = "/notes", mode = "rw" }}]
 
 [auth]
 api_keys = {{ alice = "{key_hash(ALICE)}", mallory = "{key_hash(MALLORY)}" }}
@@ -157,7 +161,9 @@ def make_cluster(moat_bin: Path, plugin: Callable[[str], Path],
         redis = Redis(free_port(), tmp_path / "redis.log")
         redis.start()
         config = tmp_path / "moat.toml"
-        config.write_text(cluster_config(plugin, redis.port, extra))
+        notes = tmp_path / "notes"
+        notes.mkdir(exist_ok=True)
+        config.write_text(cluster_config(plugin, redis.port, notes, extra))
         cluster = Cluster(moat_bin, tmp_path, redis, config)
         made.append(cluster)
         return cluster
@@ -241,6 +247,57 @@ def test_a_legacy_session_goes_on_on_another_replica_for_its_owner_only(
     assert reply.status == 200, reply.body
     assert session_echo(third.port, MALLORY, session, "x").status == 404
     assert session_echo(other.port, ALICE, session, "again").status == 200
+
+
+def in_session(replica: Replica, session: str, method: str, params: dict[str, Any]) -> Reply:
+    headers = {"mcp-session-id": session, "mcp-protocol-version": LEGACY_VERSION}
+    reply = replica.post(request(9, method, params), ALICE, headers)
+    assert reply.status == 200, reply.body
+    return reply
+
+
+def test_a_restored_session_keeps_its_log_level_and_subscriptions_and_hears_any_replica(
+        make_cluster: Callable[..., Cluster]) -> None:
+    cluster = make_cluster()
+    r0, r1, r2 = (cluster.start(f"r{i}") for i in range(3))
+    session = open_session(r0.port, ALICE)
+    watched = "notebook://index"
+    assert "result" in in_session(r0, session, "logging/setLevel", {"level": "error"}).message
+    assert "result" in in_session(r0, session, "resources/subscribe", {"uri": watched}).message
+    r0.process.kill()
+    r0.process.wait()
+
+    # Restored on r1 (by its first request there), and its stream opened there.
+    assert "result" in in_session(r1, session, "tools/list", {}).message
+    connection = http.client.HTTPConnection("127.0.0.1", r1.port, timeout=10)
+    connection.request("GET", "/mcp", headers={
+        "accept": "text/event-stream", "authorization": f"Bearer {ALICE}",
+        "mcp-session-id": session, "mcp-protocol-version": LEGACY_VERSION})
+    stream = connection.getresponse()
+    assert stream.status == 200, stream.read()
+    try:
+        time.sleep(0.5)  # the stream is attached before anything is sent on it
+        # The level it set on r0 holds: of the five messages logged, only the error comes...
+        logged = {"name": "chatty_log_levels", "arguments": {"message": "m"}}
+        assert in_session(r1, session, "tools/call", logged).message["result"]["content"][0]["text"] == "5"
+        # ...and its subscription: a note written through r2 updates the index, and r1's
+        # stream hears of it.
+        write, head = modern("tools/call", {"name": "notebook_write_note",
+                                            "arguments": {"name": "n", "text": "t"}}, "notebook_write_note")
+        assert r2.post(write, MALLORY, head).status == 200
+        heard: list[dict[str, Any]] = []
+        while not heard or heard[-1].get("method") != "notifications/resources/updated":
+            try:
+                line = stream.fp.readline().decode()
+            except TimeoutError:
+                raise AssertionError(f"no update within 10 s: {heard}\n{r1.log()}") from None
+            assert line, f"the stream ended before the update came: {heard}"
+            heard += [m for m in map(json.loads, sse_data([line])) if "method" in m]
+        levels = [m["params"]["level"] for m in heard if m["method"] == "notifications/message"]
+        assert levels == ["error"], heard
+        assert heard[-1]["params"]["uri"] == watched, heard
+    finally:
+        connection.close()
 
 
 def ask(replica: Replica, method: str, params: dict[str, Any], key: str = ALICE) -> dict[str, Any]:

@@ -161,6 +161,7 @@ pub async fn serve(
     if let Some(cluster) = &cluster {
         catalogue.quotas().share(SharedQuotas::new(cluster.clone()));
         catalogue.tasks().share(SharedTasks::new(cluster.clone()));
+        catalogue.share_updates(cluster.clone());
         catalogue.metrics().add_cluster(cluster);
     }
     tables.apply(Tables::at_start(service), &catalogue)?;

@@ -64,6 +64,20 @@ impl Cluster {
     }
 }
 
+/// The next event others raise; `None` once moat is stopping. A listener that fell behind
+/// misses the oldest (said once in the log) and goes on.
+pub async fn next(events: &mut broadcast::Receiver<Event>) -> Option<Event> {
+    loop {
+        match events.recv().await {
+            Ok(event) => return Some(event),
+            Err(broadcast::error::RecvError::Lagged(missed)) => {
+                tracing::warn!("{missed} events from other replicas came too fast to act on");
+            }
+            Err(broadcast::error::RecvError::Closed) => return None,
+        }
+    }
+}
+
 /// Listens on the channel while the cluster lives, subscribing again each time Redis comes back.
 pub(super) async fn listen(cluster: Weak<Cluster>, client: redis::Client) {
     loop {

@@ -1,7 +1,8 @@
 //! Legacy sessions any replica can serve: what rmcp needs to restore one (the client's
-//! `initialize`, replayed to a fresh handler without the client sending it again), and the
-//! principal that opened it, in one Redis hash per session that expires when the session has
-//! been idle for as long as a session may be.
+//! `initialize`, replayed to a fresh handler without the client sending it again), the
+//! principal that opened it, and what the client set since (its log level, the resources it
+//! subscribed to), in one Redis hash per session that expires when the session has been idle
+//! for as long as a session may be.
 //!
 //! A session is restored only for the principal that opened it: [`SharedSessions::load`] reads
 //! the owner with the state and hands the state only to the request acting for that owner.
@@ -51,6 +52,40 @@ impl SharedSessions {
     /// Records that `principal` opened session `id`.
     pub async fn opened(&self, id: &str, principal: &str) {
         self.set(id, "owner", principal).await;
+    }
+
+    /// Records the log level session `id` asked for.
+    pub async fn keep_log_level(&self, id: &str, level: &str) {
+        self.set(id, "log_level", level).await;
+    }
+
+    /// Records the resources session `id` is subscribed to.
+    pub async fn keep_subscriptions(&self, id: &str, uris: &[String]) {
+        let uris = serde_json::to_string(uris).unwrap_or_else(|_| "[]".into());
+        self.set(id, "subscriptions", &uris).await;
+    }
+
+    /// What session `id` set: its log level and its subscriptions, where it set them.
+    pub async fn settings(&self, id: &str) -> (Option<String>, Vec<String>) {
+        let key = session_key(id);
+        let found = self
+            .cluster
+            .run(|mut connection| async move {
+                redis::cmd("HMGET")
+                    .arg(key)
+                    .arg("log_level")
+                    .arg("subscriptions")
+                    .query_async::<(Option<String>, Option<String>)>(&mut connection)
+                    .await
+            })
+            .await;
+        let Some((level, uris)) = found else {
+            return (None, Vec::new());
+        };
+        let uris = uris
+            .and_then(|uris| serde_json::from_str(&uris).ok())
+            .unwrap_or_default();
+        (level, uris)
     }
 
     /// Sets one `field` of session `id`'s hash, keeping the session another idle period.

@@ -23,6 +23,9 @@ use tokio::sync::watch;
 use crate::access::Principal;
 use crate::access::quotas::Quotas;
 use crate::access::tool_sets::ToolSets;
+use crate::cluster::Cluster;
+use crate::cluster::events::Event;
+use crate::cluster::sessions::SharedSessions;
 use crate::mcp::audit::AuditLog;
 use crate::mcp::instructions;
 use crate::mcp::metrics::Metrics;
@@ -77,6 +80,10 @@ struct Inner {
     quotas: Arc<Quotas>,
     /// Resource URIs as they change, for 2026-07-28 subscription streams.
     updates: tokio::sync::broadcast::Sender<String>,
+    /// The other replicas, told of resource updates raised here (and telling of theirs).
+    cluster: std::sync::OnceLock<Arc<Cluster>>,
+    /// Every replica's legacy sessions, when they share them.
+    shared_sessions: std::sync::OnceLock<Arc<SharedSessions>>,
 }
 
 /// The resource URIs one session subscribed to.
@@ -117,6 +124,8 @@ impl Catalogue {
                 watchers: Mutex::default(),
                 quotas,
                 updates: tokio::sync::broadcast::Sender::new(MAX_PENDING_UPDATES),
+                cluster: std::sync::OnceLock::new(),
+                shared_sessions: std::sync::OnceLock::new(),
             }),
         }
     }
@@ -290,9 +299,40 @@ impl Catalogue {
         }
     }
 
+    /// Keeps what legacy sessions set in `shared`, for the replica that restores one (once; a
+    /// second call is ignored).
+    pub fn share_sessions(&self, shared: Arc<SharedSessions>) {
+        let _ = self.inner.shared_sessions.set(shared);
+    }
+
+    /// Every replica's legacy sessions, when they share them.
+    pub fn shared_sessions(&self) -> Option<Arc<SharedSessions>> {
+        self.inner.shared_sessions.get().cloned()
+    }
+
+    /// Tells the other replicas of the resource updates raised here, and the clients here of
+    /// theirs (once; a second call is ignored). A tool-list change is not shared: every replica
+    /// reloads its own configuration and tells its own clients of what it then serves.
+    pub fn share_updates(&self, cluster: Arc<Cluster>) {
+        let events = cluster.events();
+        if self.inner.cluster.set(cluster).is_ok() {
+            tokio::spawn(hear_updates(Arc::downgrade(&self.inner), events));
+        }
+    }
+
     /// Sends `notifications/resources/updated` for `uri` to every session and subscription
-    /// stream subscribed to it.
+    /// stream subscribed to it, on every replica.
     pub async fn resource_updated(&self, uri: &str) {
+        if let Some(cluster) = self.inner.cluster.get() {
+            let uri = uri.to_string();
+            cluster.publish(Event::ResourceUpdated { uri }).await;
+        }
+        self.tell_resource_updated(uri).await;
+    }
+
+    /// Sends `notifications/resources/updated` for `uri` to the sessions and subscription
+    /// streams here subscribed to it.
+    async fn tell_resource_updated(&self, uri: &str) {
         let _ = self.inner.updates.send(uri.to_string());
         let peers: Vec<Peer<RoleServer>> = {
             let mut watchers = self.inner.watchers.lock().expect("watchers lock");
@@ -439,6 +479,21 @@ impl Catalogue {
                     tracing::debug!("a session did not take the tool-list change: {error}");
                 }
             });
+        }
+    }
+}
+
+/// Tells the clients here of the resource updates other replicas raise, while the catalogue lives.
+async fn hear_updates(
+    inner: std::sync::Weak<Inner>,
+    mut events: tokio::sync::broadcast::Receiver<Event>,
+) {
+    while let Some(event) = crate::cluster::events::next(&mut events).await {
+        let Some(inner) = inner.upgrade() else {
+            return;
+        };
+        if let Event::ResourceUpdated { uri } = event {
+            Catalogue { inner }.tell_resource_updated(&uri).await;
         }
     }
 }

@@ -10,6 +10,7 @@ pub mod instructions;
 pub mod metrics;
 pub mod request_state;
 pub mod server;
+mod session_settings;
 pub mod stdio;
 mod surface;
 pub mod tasks;

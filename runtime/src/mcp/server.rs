@@ -49,7 +49,7 @@ pub struct MoatServer {
     /// Whom a request acts for when its transport says nothing (stdio: the user who started moat).
     principal: Principal,
     /// The resources this (legacy) session subscribed to.
-    subscribed: Subscribed,
+    pub(crate) subscribed: Subscribed,
 }
 
 impl MoatServer {
@@ -62,6 +62,25 @@ impl MoatServer {
             principal: Principal::stdio("stdio"),
             subscribed: no_subscriptions(),
         }
+    }
+
+    /// Whether this handler serves a legacy session.
+    pub(crate) fn is_in_session(&self) -> bool {
+        self.in_session.load(Ordering::Relaxed)
+    }
+
+    /// The least severe guest log message this session wants.
+    pub(crate) fn log_level(&self) -> LoggingLevel {
+        *self.log_level.lock().expect("log level lock")
+    }
+
+    pub(crate) fn set_log_level(&self, level: LoggingLevel) {
+        *self.log_level.lock().expect("log level lock") = level;
+    }
+
+    /// The resources this session follows.
+    pub(crate) fn subscriptions(&self) -> std::collections::BTreeSet<String> {
+        self.subscribed.lock().expect("subscriptions lock").clone()
     }
 
     /// Acts for `principal` when a request's transport names nobody.
@@ -371,6 +390,7 @@ impl ServerHandler for MoatServer {
     ) -> Result<InitializeResult, McpError> {
         self.in_session.store(true, Ordering::Relaxed);
         context.peer.set_peer_info(request.clone());
+        self.restore_settings(&context).await;
         let mut result = self.negotiate_initialize(&request)?;
         let principal = self.principal_of(&context.extensions);
         result.instructions = Some(
@@ -582,18 +602,21 @@ impl ServerHandler for MoatServer {
         request: SubscribeRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
-        self.subscribe_to(&request.uri, &self.subscribed, &context)
+        self.subscribe_to(&request.uri, &self.subscribed, &context)?;
+        self.keep_subscriptions(&context).await;
+        Ok(())
     }
 
     async fn unsubscribe(
         &self,
         request: UnsubscribeRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
         self.subscribed
             .lock()
             .expect("subscriptions lock")
             .remove(&request.uri);
+        self.keep_subscriptions(&context).await;
         Ok(())
     }
 
@@ -646,9 +669,10 @@ impl ServerHandler for MoatServer {
     async fn set_level(
         &self,
         request: SetLevelRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
-        *self.log_level.lock().expect("log level lock") = request.level;
+        self.set_log_level(request.level);
+        self.keep_log_level(&context).await;
         Ok(())
     }
 

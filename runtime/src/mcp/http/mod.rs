@@ -343,6 +343,9 @@ pub fn router(
             auth::caller().name
         }))
     });
+    if let Some(shared) = &shared_sessions {
+        catalogue.share_sessions(shared.clone());
+    }
     let (gate, listening) = settings.split();
     let mut config = StreamableHttpServerConfig::default();
     let loopback_origins = ["http://localhost:*", "http://127.0.0.1:*", "http://[::1]:*"];

@@ -383,15 +383,7 @@ async fn stop_runs_cancelled_elsewhere(
     tasks: Weak<Tasks>,
     mut events: tokio::sync::broadcast::Receiver<Event>,
 ) {
-    loop {
-        let event = match events.recv().await {
-            Ok(event) => event,
-            Err(tokio::sync::broadcast::error::RecvError::Lagged(missed)) => {
-                tracing::warn!("{missed} events from other replicas came too fast to act on");
-                continue;
-            }
-            Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
-        };
+    while let Some(event) = crate::cluster::events::next(&mut events).await {
         let Some(tasks) = tasks.upgrade() else {
             return;
         };
