@@ -67,25 +67,27 @@ impl SharedSessions {
 
     /// What session `id` set: its log level and its subscriptions, where it set them.
     pub async fn settings(&self, id: &str) -> (Option<String>, Vec<String>) {
-        let key = session_key(id);
-        let found = self
-            .cluster
-            .run(|mut connection| async move {
-                redis::cmd("HMGET")
-                    .arg(key)
-                    .arg("log_level")
-                    .arg("subscriptions")
-                    .query_async::<(Option<String>, Option<String>)>(&mut connection)
-                    .await
-            })
-            .await;
-        let Some((level, uris)) = found else {
+        let Some((level, uris)) = self.fields(id, ["log_level", "subscriptions"]).await else {
             return (None, Vec::new());
         };
         let uris = uris
             .and_then(|uris| serde_json::from_str(&uris).ok())
             .unwrap_or_default();
         (level, uris)
+    }
+
+    /// Two fields of session `id`'s hash; `None` when Redis cannot say.
+    async fn fields(&self, id: &str, names: [&str; 2]) -> Option<(Option<String>, Option<String>)> {
+        let key = session_key(id);
+        self.cluster
+            .run(|mut connection| async move {
+                redis::cmd("HMGET")
+                    .arg(key)
+                    .arg(&names[..])
+                    .query_async::<(Option<String>, Option<String>)>(&mut connection)
+                    .await
+            })
+            .await
     }
 
     /// Sets one `field` of session `id`'s hash, keeping the session another idle period.
@@ -134,19 +136,7 @@ impl SharedSessions {
 #[async_trait::async_trait]
 impl SessionStore for SharedSessions {
     async fn load(&self, id: &str) -> Result<Option<SessionState>, SessionStoreError> {
-        let key = session_key(id);
-        let found = self
-            .cluster
-            .run(|mut connection| async move {
-                redis::cmd("HMGET")
-                    .arg(key)
-                    .arg("state")
-                    .arg("owner")
-                    .query_async::<(Option<String>, Option<String>)>(&mut connection)
-                    .await
-            })
-            .await;
-        let Some((Some(state), Some(owner))) = found else {
+        let Some((Some(state), Some(owner))) = self.fields(id, ["state", "owner"]).await else {
             return Ok(None);
         };
         if owner != (self.caller)() {
