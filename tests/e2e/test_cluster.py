@@ -192,6 +192,25 @@ def test_a_principal_s_rate_holds_across_replicas(make_cluster: Callable[..., Cl
     assert served_by == {"r0", "r1", "r2"}
 
 
+def test_a_principal_at_60_a_minute_gets_60_in_a_minute_through_three_replicas(
+        make_cluster: Callable[..., Cluster]) -> None:
+    cluster = make_cluster("[quotas]\nrequests_per_minute = 60\n")
+    replicas = [cluster.start(f"r{i}") for i in range(3)]
+    # The bucket starts full: a minute's worth at once.
+    burst = [echo(replicas[i % 3].port, ALICE).status for i in range(70)]
+    assert 60 <= burst.count(200) <= 61, burst
+    # Then a minute of asking four times a second, spread over the three: what is accepted is
+    # what refills, one a second, however many replicas are asked.
+    began, statuses = time.monotonic(), []
+    while time.monotonic() - began < 60:
+        statuses.append(echo(replicas[len(statuses) % 3].port, ALICE).status)
+        time.sleep(max(0.0, began + len(statuses) * 0.25 - time.monotonic()))
+    accepted = statuses.count(200)
+    print(f"60/min through 3 replicas: {accepted} accepted of {len(statuses)} in 60 s")
+    assert 58 <= accepted <= 62, (accepted, len(statuses))
+    assert set(statuses) == {200, 429}
+
+
 def test_concurrent_calls_hold_across_replicas(make_cluster: Callable[..., Cluster]) -> None:
     cluster = make_cluster("[quotas]\nconcurrent_calls = 1\n")
     first, second = cluster.start("r0"), cluster.start("r1")
