@@ -211,6 +211,32 @@ def test_a_principal_at_60_a_minute_gets_60_in_a_minute_through_three_replicas(
     assert set(statuses) == {200, 429}
 
 
+def test_a_reload_that_changes_the_shared_store_or_the_drain_is_refused_whole(
+        make_cluster: Callable[..., Cluster]) -> None:
+    """Another Redis (or replica name) and another drain take a restart: a reload that changes
+    them is refused, naming them, and the replica goes on sharing through the Redis it has."""
+    cluster = make_cluster("[quotas]\nrequests_per_minute = 600\n")
+    replica = cluster.start("r0")
+    text = cluster.config.read_text()
+    edited = text.replace(f"127.0.0.1:{cluster.redis.port}/0", f"127.0.0.1:{cluster.redis.port}/1") \
+        .replace("drain_seconds = 3", "drain_seconds = 9") \
+        .replace("requests_per_minute = 600", "requests_per_minute = 1")
+    assert f"{cluster.redis.port}/1" in edited and "drain_seconds = 9" in edited
+    cluster.config.write_text(edited)
+    replica.process.send_signal(signal.SIGHUP)
+    deadline = time.monotonic() + 30
+    while "reload failed" not in replica.log():
+        assert time.monotonic() < deadline, replica.log()
+        time.sleep(0.05)
+    failure = replica.log().split("reload failed", 1)[1]
+    assert "[cluster], [http] drain_seconds changed, which only a restart of moat applies" in failure
+    # Nothing of the edit applies, its quota neither: the old rate, shared in database 0.
+    assert [echo(replica.port, ALICE).status for _ in range(3)] == [200, 200, 200]
+    keys = subprocess.run([needs("redis-cli"), "-p", str(cluster.redis.port), "-n", "0", "--scan",
+                           "--pattern", "moat:quota:rate:*"], capture_output=True, text=True, check=True)
+    assert len(keys.stdout.split()) == 1, keys.stdout
+
+
 def test_concurrent_calls_hold_across_replicas(make_cluster: Callable[..., Cluster]) -> None:
     cluster = make_cluster("[quotas]\nconcurrent_calls = 1\n")
     first, second = cluster.start("r0"), cluster.start("r1")
