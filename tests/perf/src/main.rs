@@ -16,12 +16,16 @@
 //!   `input_required`, then the answered call replaying the guest) against one plain call.
 //! * **P9** (`guests`): the echo plugin built by componentize-js and by componentize-py: cold
 //!   start to the first answer, a warm call against moat's Rust echo, resident memory.
+//! * **P10**, **P11** (`cluster`): what `[cluster]` costs one replica (a rate quota decided in
+//!   Redis against one kept in process), and calls per second through haproxy to 1, 2 and 3
+//!   replicas sharing one Redis, with the Redis commands a call costs.
 //!
 //! Prints a markdown table and writes the figures as JSON. Targets are reported, never enforced:
 //! the run fails only when something breaks (a server does not start, an answer is wrong). A
 //! figure that only moat's log can give is reported missing when the log does not give it.
 
 mod asking;
+mod cluster;
 mod guests;
 mod http;
 mod logwatch;
@@ -345,7 +349,7 @@ fn run(cli: Cli) -> Result<()> {
 impl Bench {
     fn run_all(&mut self) -> Result<()> {
         // P3 first: it fills the warm compile cache the others start from.
-        let steps: [(&str, &str, Step); 9] = [
+        let steps: [(&str, &str, Step); 11] = [
             ("P3", "start-up", Self::startup),
             ("P1", "stdio round trip", Self::stdio_round_trip),
             ("P2", "HTTP throughput", Self::http_throughput),
@@ -359,6 +363,8 @@ impl Bench {
                 "plugins in JavaScript and Python",
                 Self::guest_languages,
             ),
+            ("P10", "the cost of [cluster]", Self::cluster_cost),
+            ("P11", "replicas behind haproxy", Self::replicas_throughput),
         ];
         for (id, name, step) in steps {
             if self.only.is_empty() || self.only.iter().any(|o| o.eq_ignore_ascii_case(id)) {
