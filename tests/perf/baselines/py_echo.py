@@ -1,8 +1,12 @@
 """py-sdk-echo: the `echo_echo` tool of moat's `echo` plugin on the official Python SDK (`mcp`),
-served over stdio: the same name, input schema and result as `native-echo`, no output schema.
+served over stdio, or with `--http HOST:PORT` over Streamable HTTP (sessions, JSON answers, the
+SDK's own app on uvicorn): the same name, input schema and result as `native-echo`, no output
+schema.
 
 Run with the virtualenv `./dev` prepares: `.venv/bin/python tests/perf/baselines/py_echo.py`.
 """
+
+import sys
 
 import anyio
 import mcp.types as types
@@ -48,5 +52,16 @@ async def main() -> None:
         await server.run(read_stream, write_stream, server.create_initialization_options())
 
 
+def serve_http(address: str) -> None:
+    import uvicorn
+
+    host, port = address.rsplit(":", 1)
+    app = server.streamable_http_app(json_response=True, host=host)
+    uvicorn.run(app, host=host, port=int(port), log_level="error", access_log=False)
+
+
 if __name__ == "__main__":
-    anyio.run(main)
+    if sys.argv[1:2] == ["--http"]:
+        serve_http(sys.argv[2])
+    else:
+        anyio.run(main)

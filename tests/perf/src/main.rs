@@ -4,7 +4,8 @@
 //!   in plain Rust on rmcp) and the same tool on the official TypeScript and Python SDKs
 //!   (`ts-sdk-echo`, `py-sdk-echo`, in `baselines/`), one client, the servers' calls interleaved.
 //! * **P2** Streamable HTTP calls per second with 64 concurrent sessions: moat vs `native-echo`,
-//!   rounds alternating.
+//!   and vs the TypeScript and Python SDKs' own Streamable HTTP servers (the same baselines run
+//!   with `--http`), rounds alternating.
 //! * **P3** (`startup`) time from process start to the first `tools/list` answer, 1 and 50
 //!   plugins, with an empty compile cache (cold) and a filled one (warm); the three echo
 //!   baselines' beside it. Cold starts also to every plugin's first answer and to optimized code.
@@ -176,8 +177,9 @@ struct Plugin {
     path: PathBuf,
 }
 
-/// A server offering the `echo_echo` tool of moat's `echo` plugin over stdio, with the same input
-/// schema and result, that moat's round trip and start-up are compared with.
+/// A server offering the `echo_echo` tool of moat's `echo` plugin over stdio (and, given
+/// `--http ADDRESS`, over Streamable HTTP), with the same input schema and result, that moat's
+/// round trip, start-up and throughput are compared with.
 struct Baseline {
     name: &'static str,
     program: PathBuf,
@@ -542,6 +544,28 @@ impl Bench {
             baseline: Some(("native-echo", median(native_rate))),
             target: Target::RatioAtLeast(0.8),
         });
+        drop(native);
+
+        // What users would run instead: the official SDKs' own Streamable HTTP servers.
+        for baseline in self.baselines.iter().filter(|b| b.script.is_some()) {
+            let addr = free_addr()?;
+            let mut command = baseline.command();
+            command.args(["--http", &addr.to_string()]);
+            let sdk =
+                HttpServer::spawn(command, addr, &self.log(&format!("{}-http", baseline.name)))?;
+            let [moat_rate, sdk_rate] = self.alternate_rates([&moat, &sdk], http::TOKEN, &tools)?;
+            self.rows.push(Row {
+                id: "P2",
+                what: format!(
+                    "HTTP tools/call echo, {CLIENTS} sessions, calls/s (median of {} rounds)",
+                    moat_rate.len()
+                ),
+                unit: "calls/s",
+                moat: Some(median(moat_rate)),
+                baseline: Some((baseline.name, median(sdk_rate))),
+                target: Target::RatioAtLeast(1.0),
+            });
+        }
         Ok(())
     }
 
