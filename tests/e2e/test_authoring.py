@@ -93,6 +93,35 @@ async def test_new_build_test_and_serve(moat_bin: Path, tmp_path: Path, lang: st
     print(f"{lang}: new → build → test → served in {time.monotonic() - started:.1f} s")
 
 
+async def test_python_is_all_a_python_plugin_needs(moat_bin: Path, tmp_path: Path) -> None:
+    """With no componentize-py on PATH, the first `moat build` installs the pinned one in a
+    virtualenv in moat's cache, saying so, and later builds reuse it."""
+    moat = moat_bin.resolve()
+    path = [d for d in os.environ.get("PATH", "").split(os.pathsep)
+            if d and not (Path(d) / "componentize-py").exists()]
+    env = dict(os.environ, PATH=os.pathsep.join([str(moat.parent), *path]),
+               MOAT_CACHE_DIR=str(tmp_path / "cache"))
+
+    def build(project: Path) -> subprocess.CompletedProcess[str]:
+        done = subprocess.run([str(moat), "build"], capture_output=True, text=True, timeout=900,
+                              cwd=project, env=env)
+        assert done.returncode == 0, done.stderr
+        return done
+
+    made = subprocess.run([str(moat), "new", "hello-py", "--lang", "python"], capture_output=True,
+                          text=True, cwd=tmp_path, env=env)
+    assert made.returncode == 0, made.stderr
+    assert "pip install" not in made.stderr, made.stderr
+    first = build(tmp_path / "hello-py")
+    assert "componentize-py is not on PATH: installing componentize-py 0.25.1" in first.stderr
+    venv = tmp_path / "cache/toolchains/componentize-py-0.25.1"
+    assert (venv / "bin/python").exists()
+    again = build(tmp_path / "hello-py")
+    assert "installing" not in again.stderr, again.stderr
+    _, answer = await served_greet(moat, tmp_path / "hello-py/build/hello-py.wasm", "hello_py_greet")
+    assert answer == "Hello, moat!"
+
+
 def test_new_refuses_a_bad_name_and_an_existing_folder(moat_bin: Path, tmp_path: Path) -> None:
     bad = subprocess.run([str(moat_bin), "new", "Hello_Tools", "--lang", "python"], capture_output=True, text=True, cwd=tmp_path)
     assert bad.returncode != 0 and "is not a plugin name" in bad.stderr

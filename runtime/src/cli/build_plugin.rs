@@ -1,6 +1,7 @@
 //! `moat build`: a plugin project made into a component by its language's own toolchain, then
 //! given its WIT docs and permission manifest (see [`super::embed`]): cargo for a `Cargo.toml`,
-//! componentize-py for a `pyproject.toml`, componentize-js (after esbuild, for TypeScript) for a
+//! componentize-py for a `pyproject.toml` (installed in moat's cache when it is not on `PATH`),
+//! componentize-js (after esbuild, for TypeScript) for a
 //! `package.json`. A Rust plugin built with the guest SDK carries them already and is left as
 //! cargo wrote it.
 
@@ -49,15 +50,12 @@ pub fn run(dir: &Path) -> Result<ExitCode> {
             let sdk = Path::new("build").join("python");
             std::fs::create_dir_all(dir.join(&sdk))?;
             std::fs::write(dir.join(&sdk).join("moat_plugin.py"), PYTHON_SDK)?;
-            let mut py = Command::new("componentize-py");
+            let mut py = super::python_toolchain::componentize_py()?;
             py.args(["-d", "wit", "-w", &world, "componentize", "-p", ".", "-p"])
                 .arg(&sdk)
                 .args(["app", "-o"])
                 .arg(&out);
-            toolchain(
-                py.current_dir(dir),
-                "componentize-py (pip install componentize-py==0.25.1)",
-            )?;
+            toolchain(py.current_dir(dir), "componentize-py")?;
         }
         _ => {
             if !dir.join("node_modules").is_dir() {

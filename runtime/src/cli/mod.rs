@@ -17,6 +17,7 @@ pub mod logging;
 mod new;
 mod one_line;
 mod policy;
+mod python_toolchain;
 mod reach;
 mod replace_file;
 mod serve;

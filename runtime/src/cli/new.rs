@@ -111,9 +111,9 @@ pub fn run(name: &str, dir: &Path, lang: Lang) -> Result<ExitCode> {
     }
     let first = match lang {
         Lang::Rust => "`rustup target add wasm32-wasip2` once, then ",
-        Lang::Python => "`pip install componentize-py==0.25.1` once, then ",
-        // `moat build` runs `npm install` in a project without node_modules.
-        Lang::Javascript | Lang::Typescript => "",
+        // `moat build` installs componentize-py when it is missing, and runs `npm install` in
+        // a project without node_modules.
+        Lang::Python | Lang::Javascript | Lang::Typescript => "",
     };
     eprintln!(
         "moat: made {}; {first}`moat build` there, and `moat serve build/{name}.wasm`",
