@@ -45,6 +45,23 @@ pub struct Network {
     pub resolver: Resolver,
 }
 
+/// Why a guest's request is not sent.
+#[derive(Debug)]
+pub(super) enum Unsent {
+    /// The grants or moat's rules refuse it: a denial, logged and audited as one.
+    Denied(String),
+    /// It is granted, but its host name resolves to no address: the guest gets a DNS error.
+    NoAddress(String),
+}
+
+impl Unsent {
+    fn message(&self) -> &str {
+        match self {
+            Self::Denied(message) | Self::NoAddress(message) => message,
+        }
+    }
+}
+
 impl Network {
     /// Whether anything at all is granted.
     pub fn is_empty(&self) -> bool {
@@ -58,24 +75,28 @@ impl Network {
             .any(|g| matches!(g.host, HostPattern::Ip(_)))
     }
 
-    /// Checks a request for `uri`: the addresses it may connect to, or why it is denied.
+    /// Checks a request for `uri`: the addresses it may connect to, or why it is not sent.
     async fn check_request(
         &self,
         uri: &http::Uri,
         plugin: &str,
-    ) -> Result<(Target, Vec<SocketAddr>), String> {
+    ) -> Result<(Target, Vec<SocketAddr>), Unsent> {
         let scheme = match uri.scheme_str() {
             Some("http") => Scheme::Http,
             Some("https") => Scheme::Https,
             other => {
-                return Err(format!(
+                return Err(Unsent::Denied(format!(
                     "network access denied: scheme {other:?} is not http or https"
-                ));
+                )));
             }
         };
         let authority = uri.authority().map(|a| a.as_str()).unwrap_or_default();
         let denied = |what: &dyn fmt::Display, why: String| {
-            format!("network access to {what} denied: {why}")
+            Unsent::Denied(format!("network access to {what} denied: {why}"))
+        };
+        // Granted, but nowhere to go: no denial, as when the host does not answer.
+        let unresolved = |what: &dyn fmt::Display, why: String| {
+            Unsent::NoAddress(format!("network access to {what} failed: {why}"))
         };
         let (host, port) =
             split_host_port(authority).map_err(|e| denied(&authority, format!("{e:#}")))?;
@@ -100,10 +121,13 @@ impl Network {
                 .0
                 .resolve(name, port)
                 .await
-                .map_err(|e| denied(&target, format!("resolving the name failed: {e}")))?,
+                .map_err(|e| unresolved(&target, format!("resolving the name failed: {e}")))?,
         };
         if addrs.is_empty() {
-            return Err(denied(&target, "the name resolves to no address".into()));
+            return Err(unresolved(
+                &target,
+                "the name resolves to no address".into(),
+            ));
         }
         for addr in &addrs {
             let ip = addr.ip().to_canonical();

@@ -12,7 +12,7 @@ use http_body_util::BodyExt;
 use wasmtime_wasi_http::io::TokioIo;
 use wasmtime_wasi_http::{Error as HttpError, RequestOptions, WasiBody, WasiHttpHooks};
 
-use super::{Denials, Network, NetworkGrant, Scheme};
+use super::{Denials, Network, NetworkGrant, Scheme, Unsent};
 
 /// How long a connection may take when the guest sets no timeout; the call's deadline bounds
 /// everything else.
@@ -93,13 +93,20 @@ impl WasiHttpHooks for HttpHooks {
         Box::new(async move {
             let checked = match check_method(request.method(), &plugin) {
                 Ok(()) => network.check_request(request.uri(), &plugin).await,
-                Err(message) => Err(message),
+                Err(message) => Err(Unsent::Denied(message)),
             };
             let (target, addrs) = match checked {
                 Ok(checked) => checked,
-                Err(message) => {
+                Err(Unsent::Denied(message)) => {
                     denials.record(message);
                     return Err(HttpError::HttpRequestDenied);
+                }
+                Err(Unsent::NoAddress(message)) => {
+                    tracing::info!(plugin = &*plugin, "{message}");
+                    return Err(HttpError::DnsError {
+                        rcode: None,
+                        info_code: None,
+                    });
                 }
             };
             network.inject(&target, request.headers_mut());

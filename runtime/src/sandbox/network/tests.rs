@@ -28,6 +28,7 @@ async fn check(network: &Network, uri: &str) -> Result<Vec<SocketAddr>, String> 
         .check_request(&uri.parse().unwrap(), "p")
         .await
         .map(|(_, addrs)| addrs)
+        .map_err(|unsent| unsent.message().to_string())
 }
 
 #[test]
@@ -324,4 +325,29 @@ fn trace_and_connect_are_never_sent() {
     for method in [http::Method::GET, http::Method::POST, http::Method::DELETE] {
         assert!(check_method(&method, "p").is_ok(), "{method}");
     }
+}
+
+#[tokio::test]
+async fn a_granted_name_that_does_not_resolve_fails_without_a_denial() {
+    let network = with_resolver(
+        grants(&["https://*.test"]),
+        &[("known.test", "203.0.113.7")],
+    );
+    let unsent = network
+        .check_request(&"https://unknown.test/".parse().unwrap(), "p")
+        .await
+        .unwrap_err();
+    let Unsent::NoAddress(message) = unsent else {
+        panic!("a denial: {unsent:?}");
+    };
+    assert!(
+        message.starts_with("network access to unknown.test:443 failed: resolving"),
+        "{message}"
+    );
+    // What is not granted stays a denial, resolvable or not.
+    let denied = network
+        .check_request(&"https://unknown.example/".parse().unwrap(), "p")
+        .await
+        .unwrap_err();
+    assert!(matches!(denied, Unsent::Denied(_)), "{denied:?}");
 }
