@@ -54,6 +54,7 @@ pub(super) enum Unsent {
     NoAddress(String),
 }
 
+#[cfg(test)]
 impl Unsent {
     fn message(&self) -> &str {
         match self {
