@@ -120,6 +120,11 @@ async def test_python_is_all_a_python_plugin_needs(moat_bin: Path, tmp_path: Pat
     assert "installing" not in again.stderr, again.stderr
     _, answer = await served_greet(moat, tmp_path / "hello-py/build/hello-py.wasm", "hello_py_greet")
     assert answer == "Hello, moat!"
+    # componentize-py's own export is no tool, and nothing to warn of on every call.
+    called = subprocess.run([str(moat), "call", "build/hello-py.wasm", "hello_py_greet", '{"name": "x"}'],
+                            capture_output=True, text=True, cwd=tmp_path / "hello-py", env=env)
+    assert called.returncode == 0 and "Hello, x!" in called.stdout, called.stderr
+    assert "exports#init" not in called.stderr and "WARN" not in called.stderr, called.stderr
 
 
 def test_new_refuses_a_bad_name_and_an_existing_folder(moat_bin: Path, tmp_path: Path) -> None:

@@ -323,7 +323,8 @@ impl Plugin {
         }
         let discovered = discover(engine, component, name, rules, docs.as_ref())?;
         for (export, reason) in &discovered.skipped {
-            tracing::warn!(plugin = name, "`{export}` is not offered: {reason}");
+            // What every component of that toolchain carries: nothing to warn of.
+            tracing::debug!(plugin = name, "`{export}` is not offered: {reason}");
         }
         let references = discovered.references;
         let mut prompts = discovered.prompts;
