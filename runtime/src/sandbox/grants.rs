@@ -162,5 +162,37 @@ pub fn ungranted(imports: &[String], grants: &Grants) -> Vec<String> {
             ));
         }
     }
+    if imports_any("wasi:config/") && grants.config.is_empty() {
+        notes.push(
+            "imports wasi:config/store, but no config values are set (`config` in moat.toml): \
+             every key it reads is unset"
+                .into(),
+        );
+    }
     notes
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn what_a_plugin_imports_and_is_not_granted_is_noted() {
+        let imports = [
+            "wasi:config/store@0.2.0-rc.1",
+            "wasi:filesystem/types@0.2.6",
+        ]
+        .map(String::from)
+        .to_vec();
+        let none = Grants::default();
+        let notes = ungranted(&imports, &none);
+        assert_eq!(notes.len(), 2, "{notes:?}");
+        assert!(notes[0].starts_with("imports wasi:filesystem"), "{notes:?}");
+        assert!(notes[1].starts_with("imports wasi:config/store, but no config values"));
+        let configured = Grants {
+            config: Arc::new(BTreeMap::from([("units".into(), "metric".into())])),
+            ..Grants::default()
+        };
+        assert_eq!(ungranted(&imports, &configured).len(), 1);
+    }
 }
