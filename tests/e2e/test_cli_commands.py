@@ -182,6 +182,10 @@ def test_cache_list_dir_and_size(moat_bin: Path, plugin: Callable[[str], Path], 
     assert listed.stdout.startswith("compiled  sha256:")
     size = run(moat_bin, "cache", "size", env=env)
     assert size.returncode == 0 and "iB" in size.stdout and str(cache) in size.stdout
+    # What clear says it removed is what list showed: one compiled plugin, then none.
+    assert f"removed 1 compiled plugin from {cache}" in run(moat_bin, "cache", "clear", env=env).stderr
+    assert run(moat_bin, "cache", "list", env=env).stdout.strip() == ""
+    assert "removed 0 compiled plugins" in run(moat_bin, "cache", "clear", env=env).stderr
 
 
 def test_lock_check_writes_nothing_and_fails_on_drift(

@@ -593,7 +593,11 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         } => {
             let dir = Cache::default_dir().context("no cache folder: set MOAT_CACHE_DIR")?;
             let removed = Cache::clear(&dir)?;
-            eprintln!("moat: removed {removed} files from {}", dir.display());
+            let plugins = if removed == 1 { "plugin" } else { "plugins" };
+            eprintln!(
+                "moat: removed {removed} compiled {plugins} from {}",
+                dir.display()
+            );
             if let Some(store) = Store::default_dir().filter(|d| d.exists()) {
                 std::fs::remove_dir_all(&store)
                     .with_context(|| format!("removing {}", store.display()))?;

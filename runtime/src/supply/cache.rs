@@ -131,7 +131,7 @@ impl Cache {
         Ok(component)
     }
 
-    /// Removes every entry (and the key).
+    /// Removes every entry (and the key): how many compiled plugins went.
     pub fn clear(dir: &Path) -> Result<usize> {
         let mut removed = 0;
         let entries = match fs::read_dir(dir) {
@@ -147,7 +147,7 @@ impl Cache {
                 || path.file_name().is_some_and(|n| n == "key");
             if ours {
                 fs::remove_file(&path).with_context(|| format!("removing {}", path.display()))?;
-                removed += 1;
+                removed += usize::from(path.extension().is_some_and(|e| e == "cwasm"));
             }
         }
         Ok(removed)
