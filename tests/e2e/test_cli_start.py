@@ -214,13 +214,10 @@ def test_a_log_line_never_lands_on_a_spinner(moat_bin: Path, plugin: Callable[[s
         assert "compiling" not in line.split("\x1b[2K")[-1], f"a log line glued to the spinner: {line!r}"
 
 
-def test_a_cold_start_serves_at_once_then_swaps_in_optimized_code_and_caches_it(
-    moat_bin: Path, plugin: Callable[[str], Path], tmp_path: Path
-) -> None:
-    cache = tmp_path / "cache"
-    env = {**os.environ, "MOAT_CACHE_DIR": str(cache)}
+def serve_until_optimized(moat_bin: Path, wasm: Path, env: dict[str, str]) -> None:
+    """Serves `wasm` on stdio, calls echo before and after its optimized code is in use, and stops."""
     process = subprocess.Popen(
-        [str(moat_bin), "serve", str(plugin("echo"))],
+        [str(moat_bin), "serve", str(wasm)],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -256,4 +253,29 @@ def test_a_cold_start_serves_at_once_then_swaps_in_optimized_code_and_caches_it(
     finally:
         process.stdin.close()
         process.wait(timeout=30)
-    assert list(cache.glob("*.cwasm")), "Cranelift's code was not stored in the cache"
+
+
+def test_a_cold_start_serves_at_once_then_swaps_in_optimized_code_and_caches_it(
+    moat_bin: Path, plugin: Callable[[str], Path], tmp_path: Path
+) -> None:
+    cache = tmp_path / "cache"
+    serve_until_optimized(moat_bin, plugin("echo"), {**os.environ, "MOAT_CACHE_DIR": str(cache)})
+    # Both tiers' code: Winch's, stored first, and Cranelift's.
+    assert len(list(cache.glob("*.cwasm"))) == 2, list(cache.iterdir())
+
+
+def test_a_start_that_ends_before_its_code_is_optimized_leaves_winch_s_code_for_the_next(
+    moat_bin: Path, plugin: Callable[[str], Path], tmp_path: Path
+) -> None:
+    cache = tmp_path / "cache"
+    env = {**os.environ, "MOAT_CACHE_DIR": str(cache)}
+    serve_until_optimized(moat_bin, plugin("echo"), env)
+    winch, cranelift = sorted(cache.glob("*.cwasm"), key=lambda p: p.stat().st_mtime_ns)
+    stored = winch.stat().st_mtime_ns
+    # As if that moat had stopped before Cranelift's code was made.
+    cranelift.unlink()
+    serve_until_optimized(moat_bin, plugin("echo"), env)
+    # The next start ran Winch's code from the cache (not compiled, nor stored, again), and
+    # optimized it again.
+    assert winch.stat().st_mtime_ns == stored
+    assert cranelift.is_file()

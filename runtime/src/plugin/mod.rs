@@ -358,7 +358,7 @@ impl Plugin {
         if compiled.baseline
             && let Some(tiers) = compiler.tiers
         {
-            tiers.optimize(name, fetched, &instances);
+            tiers.optimize(name, fetched, &compiled, &instances);
         }
         Ok(Self {
             name: name.into(),

@@ -8,8 +8,11 @@
 //! and queued for the optimizer: a thread of lower priority that compiles it with Cranelift,
 //! stores that code in the cache and swaps it in ([`Instances::upgrade`]). Calls running then
 //! finish on Winch's code, the next ones run Cranelift's; clients see nothing but the speed.
-//! The next start finds Cranelift's code in the cache and skips Winch. The optimizer waits
-//! while a load compiles: nothing is served before all its plugins are, so they come first.
+//! The next start finds Cranelift's code in the cache and skips Winch. The optimizer first
+//! stores Winch's code in the cache, then makes Cranelift's: a moat that stops before that is
+//! done (a host that starts it often, for minutes at a time) still starts warm the next time,
+//! on Winch's code from the cache, and optimizes again. The optimizer waits while a load
+//! compiles: nothing is served before all its plugins are, so they come first.
 
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Arc, Condvar, Mutex, Weak};
@@ -71,6 +74,8 @@ struct Job {
     plugin: Arc<str>,
     digest: Digest,
     wasm: Vec<u8>,
+    /// Winch's code, when the cache does not hold it yet.
+    unstored: Option<Component>,
     instances: Weak<Instances>,
     loaded: Instant,
 }
@@ -93,6 +98,7 @@ impl<'a> Compiler<'a> {
             engine: self.engine,
             linker: self.linker,
             baseline: false,
+            cached: self.cache.is_some(),
         };
         if let Some(component) = self
             .cache
@@ -101,6 +107,12 @@ impl<'a> Compiler<'a> {
             return Ok(optimized(component));
         }
         if let Some(tiers) = self.tiers {
+            if let Some(component) = self
+                .cache
+                .and_then(|cache| cache.cached(&tiers.baseline, &fetched.digest))
+            {
+                return Ok(tiers.compiled(component, true));
+            }
             match tiers.compile(&fetched.wasm) {
                 Ok(compiled) => return Ok(compiled),
                 Err(e) => tracing::debug!("Winch cannot compile {}: {e:#}", fetched.origin),
@@ -122,6 +134,8 @@ pub(crate) struct Compiled<'a> {
     pub linker: &'a Linker<HostState>,
     /// Whether it is Winch's code, to be optimized.
     pub baseline: bool,
+    /// Whether this code came from the cache (or was stored there).
+    pub cached: bool,
 }
 
 impl Tiers {
@@ -132,11 +146,11 @@ impl Tiers {
         let (jobs, queue) = mpsc::channel();
         let mut linker = Linker::new(engine);
         host::add_to_linker(&mut linker)?;
-        let engine = engine.clone();
+        let engines = [engine.clone(), tiers.baseline.clone()];
         let loads = tiers.loads.clone();
         std::thread::Builder::new()
             .name("moat-optimizer".into())
-            .spawn(move || optimize(engine, linker, cache, queue, &loads))?;
+            .spawn(move || optimize(engines, linker, cache, queue, &loads))?;
         tiers.optimizer = Some(jobs);
         Ok(tiers)
     }
@@ -165,17 +179,28 @@ impl Tiers {
     /// Compiles `wasm` with Winch, or says why it cannot (the caller then uses Cranelift).
     pub(crate) fn compile(&self, wasm: &[u8]) -> Result<Compiled<'_>> {
         let component = Component::new(&self.baseline, wasm).map_err(anyhow::Error::from)?;
-        Ok(Compiled {
+        Ok(self.compiled(component, false))
+    }
+
+    fn compiled(&self, component: Component, cached: bool) -> Compiled<'_> {
+        Compiled {
             component,
             engine: &self.baseline,
             linker: &self.linker,
             baseline: true,
-        })
+            cached,
+        }
     }
 
-    /// Queues the plugin that `instances` serve, loaded from `fetched` with Winch's code, for
-    /// Cranelift's.
-    pub(crate) fn optimize(&self, plugin: &str, fetched: &Fetched, instances: &Arc<Instances>) {
+    /// Queues the plugin that `instances` serve, loaded from `fetched` with Winch's code
+    /// (`compiled`), for Cranelift's.
+    pub(crate) fn optimize(
+        &self,
+        plugin: &str,
+        fetched: &Fetched,
+        compiled: &Compiled<'_>,
+        instances: &Arc<Instances>,
+    ) {
         let Some(optimizer) = &self.optimizer else {
             return;
         };
@@ -183,6 +208,7 @@ impl Tiers {
             plugin: plugin.into(),
             digest: fetched.digest,
             wasm: fetched.wasm.clone(),
+            unstored: (!compiled.cached).then(|| compiled.component.clone()),
             instances: Arc::downgrade(instances),
             loaded: Instant::now(),
         };
@@ -195,7 +221,7 @@ impl Tiers {
 /// The optimizer thread: compiles each queued plugin with Cranelift (once for all the plugins
 /// with the same bytes), stores the code and swaps it in, until the queue is dropped.
 fn optimize(
-    engine: Engine,
+    [engine, baseline]: [Engine; 2],
     linker: Linker<HostState>,
     cache: Option<Cache>,
     jobs: Receiver<Job>,
@@ -239,6 +265,11 @@ fn optimize(
         let Some((first, _)) = waiting.first() else {
             continue; // every plugin with these bytes was unloaded meanwhile
         };
+        // Winch's code first: quick to store, and what the next start runs if this one ends
+        // before Cranelift's is made.
+        if let (Some(cache), Some(winch)) = (&cache, &first.unstored) {
+            cache.store(&baseline, &digest, winch);
+        }
         let compiled = pool.install(|| match &cache {
             Some(cache) => cache.compile(&engine, &first.wasm, &digest),
             None => Component::new(&engine, &first.wasm).map_err(anyhow::Error::from),

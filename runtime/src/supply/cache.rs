@@ -118,8 +118,15 @@ impl Cache {
 
     /// Compiles `wasm` (whose sha256 is `digest`) for `engine` and stores the code.
     pub fn compile(&self, engine: &Engine, wasm: &[u8], digest: &Digest) -> Result<Component> {
-        let path = self.entry_path(engine, digest);
         let component = Component::new(engine, wasm).map_err(anyhow::Error::from)?;
+        self.store(engine, digest, &component);
+        Ok(component)
+    }
+
+    /// Stores `component`, compiled for `engine` from the bytes whose sha256 is `digest`. A
+    /// cache that cannot be written costs only the next start.
+    pub fn store(&self, engine: &Engine, digest: &Digest, component: &Component) {
+        let path = self.entry_path(engine, digest);
         match component.serialize() {
             Ok(artifact) => {
                 if let Err(e) = self.write_entry(&path, &artifact) {
@@ -128,7 +135,6 @@ impl Cache {
             }
             Err(e) => tracing::warn!("could not serialize a compiled plugin: {e}"),
         }
-        Ok(component)
     }
 
     /// Removes every entry (and the key): how many compiled plugins went.
