@@ -12,6 +12,7 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -111,13 +112,13 @@ class Cluster:
     config: Path
     replicas: list[Replica] = field(default_factory=list)
 
-    def start(self, name: str) -> Replica:
+    def start(self, name: str, config: Path | None = None) -> Replica:
         port = free_port()
         stderr = self.tmp / f"{name}.stderr"
         audit = self.tmp / f"{name}.audit.jsonl"
         with stderr.open("w") as log:
             process = subprocess.Popen(
-                [str(self.moat_bin), "serve", "--config", str(self.config), "--http",
+                [str(self.moat_bin), "serve", "--config", str(config or self.config), "--http",
                  f"127.0.0.1:{port}", "--audit", str(audit)],
                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log,
                 env={**os.environ, "MOAT_REPLICA": name})
@@ -301,6 +302,31 @@ def in_session(replica: Replica, session: str, method: str, params: dict[str, An
     return reply
 
 
+def session_stream(replica: Replica, session: str) -> tuple[http.client.HTTPConnection, Any]:
+    """The GET stream of a legacy session on `replica`, attached (its connection, its response)."""
+    connection = http.client.HTTPConnection("127.0.0.1", replica.port, timeout=10)
+    connection.request("GET", "/mcp", headers={
+        "accept": "text/event-stream", "authorization": f"Bearer {ALICE}",
+        "mcp-session-id": session, "mcp-protocol-version": LEGACY_VERSION})
+    stream = connection.getresponse()
+    assert stream.status == 200, stream.read()
+    time.sleep(0.5)  # attached before anything is sent on it
+    return connection, stream
+
+
+def heard_until(stream: Any, method: str, replica: Replica) -> list[dict[str, Any]]:
+    """The notifications on `stream` up to the first `method`, failing after 10 s of silence."""
+    heard: list[dict[str, Any]] = []
+    while not heard or heard[-1].get("method") != method:
+        try:
+            line = stream.fp.readline().decode()
+        except TimeoutError:
+            raise AssertionError(f"no {method} within 10 s: {heard}\n{replica.log()}") from None
+        assert line, f"the stream ended before {method} came: {heard}"
+        heard += [m for m in map(json.loads, sse_data([line])) if "method" in m]
+    return heard
+
+
 def test_a_restored_session_keeps_its_log_level_and_subscriptions_and_hears_any_replica(
         make_cluster: Callable[..., Cluster]) -> None:
     cluster = make_cluster()
@@ -314,14 +340,8 @@ def test_a_restored_session_keeps_its_log_level_and_subscriptions_and_hears_any_
 
     # Restored on r1 (by its first request there), and its stream opened there.
     assert "result" in in_session(r1, session, "tools/list", {}).message
-    connection = http.client.HTTPConnection("127.0.0.1", r1.port, timeout=10)
-    connection.request("GET", "/mcp", headers={
-        "accept": "text/event-stream", "authorization": f"Bearer {ALICE}",
-        "mcp-session-id": session, "mcp-protocol-version": LEGACY_VERSION})
-    stream = connection.getresponse()
-    assert stream.status == 200, stream.read()
+    connection, stream = session_stream(r1, session)
     try:
-        time.sleep(0.5)  # the stream is attached before anything is sent on it
         # The level it set on r0 holds: of the five messages logged, only the error comes...
         logged = {"name": "chatty_log_levels", "arguments": {"message": "m"}}
         assert in_session(r1, session, "tools/call", logged).message["result"]["content"][0]["text"] == "5"
@@ -330,17 +350,31 @@ def test_a_restored_session_keeps_its_log_level_and_subscriptions_and_hears_any_
         write, head = modern("tools/call", {"name": "notebook_write_note",
                                             "arguments": {"name": "n", "text": "t"}}, "notebook_write_note")
         assert r2.post(write, MALLORY, head).status == 200
-        heard: list[dict[str, Any]] = []
-        while not heard or heard[-1].get("method") != "notifications/resources/updated":
-            try:
-                line = stream.fp.readline().decode()
-            except TimeoutError:
-                raise AssertionError(f"no update within 10 s: {heard}\n{r1.log()}") from None
-            assert line, f"the stream ended before the update came: {heard}"
-            heard += [m for m in map(json.loads, sse_data([line])) if "method" in m]
+        heard = heard_until(stream, "notifications/resources/updated", r1)
         levels = [m["params"]["level"] for m in heard if m["method"] == "notifications/message"]
         assert levels == ["error"], heard
         assert heard[-1]["params"]["uri"] == watched, heard
+    finally:
+        connection.close()
+
+
+def test_a_tool_list_changed_on_one_replica_reaches_the_sessions_of_the_others(
+        make_cluster: Callable[..., Cluster]) -> None:
+    cluster = make_cluster()
+    r0 = cluster.start("r0")
+    own = cluster.config.with_name("r1.toml")
+    own.write_text(cluster.config.read_text())
+    r1 = cluster.start("r1", config=own)
+    session = open_session(r0.port, ALICE)
+    connection, stream = session_stream(r0, session)
+    try:
+        # r1's configuration loses a plugin; r1 reloads and tells the others.
+        without = re.sub(r"\[plugins\.notebook\]\n(.*\n){2}", "", own.read_text())
+        assert "notebook" not in without
+        own.write_text(without)
+        r1.process.send_signal(signal.SIGHUP)
+        heard = heard_until(stream, "notifications/tools/list_changed", r0)
+        assert heard[-1]["method"] == "notifications/tools/list_changed"
     finally:
         connection.close()
 

@@ -28,6 +28,9 @@ pub enum Event {
     StopRun { run: String },
     /// The resource at `uri` changed.
     ResourceUpdated { uri: String },
+    /// A replica's tool list changed (a reload): the others' listeners list again, through
+    /// whichever replica serves them next.
+    ToolsChanged,
 }
 
 /// One event on the wire, with the replica (instance) that raised it.

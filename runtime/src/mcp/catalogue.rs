@@ -80,6 +80,8 @@ struct Inner {
     quotas: Arc<Quotas>,
     /// Resource URIs as they change, for 2026-07-28 subscription streams.
     updates: tokio::sync::broadcast::Sender<String>,
+    /// Tool-list changes other replicas announce, for 2026-07-28 subscription streams.
+    tools_elsewhere: tokio::sync::broadcast::Sender<()>,
     /// The other replicas, told of resource updates raised here (and telling of theirs).
     cluster: std::sync::OnceLock<Arc<Cluster>>,
     /// Every replica's legacy sessions, when they share them.
@@ -124,6 +126,7 @@ impl Catalogue {
                 watchers: Mutex::default(),
                 quotas,
                 updates: tokio::sync::broadcast::Sender::new(MAX_PENDING_UPDATES),
+                tools_elsewhere: tokio::sync::broadcast::Sender::new(MAX_PENDING_UPDATES),
                 cluster: std::sync::OnceLock::new(),
                 shared_sessions: std::sync::OnceLock::new(),
             }),
@@ -310,9 +313,10 @@ impl Catalogue {
         self.inner.shared_sessions.get().cloned()
     }
 
-    /// Tells the other replicas of the resource updates raised here, and the clients here of
-    /// theirs (once; a second call is ignored). A tool-list change is not shared: every replica
-    /// reloads its own configuration and tells its own clients of what it then serves.
+    /// Tells the other replicas of the resource updates and tool-list changes here, and the
+    /// clients here of theirs (once; a second call is ignored). Another replica's tool-list
+    /// change reaches every listener here, whatever it may see: which tools changed for whom is
+    /// that replica's to know, and a list asked for again costs a client one request.
     pub fn share_updates(&self, cluster: Arc<Cluster>) {
         let events = cluster.events();
         if self.inner.cluster.set(cluster).is_ok() {
@@ -372,6 +376,9 @@ impl Catalogue {
         if changed {
             let sets = self.tool_sets();
             self.notify_sessions((&previous, &sets), (&self.current(), &sets));
+            if let Some(cluster) = self.inner.cluster.get().cloned() {
+                tokio::spawn(async move { cluster.publish(Event::ToolsChanged).await });
+            }
         }
         changed
     }
@@ -419,6 +426,7 @@ impl Catalogue {
     ) -> Result<(), McpError> {
         let mut changes = self.inner.current.subscribe();
         let mut updates = self.inner.updates.subscribe();
+        let mut elsewhere = self.inner.tools_elsewhere.subscribe();
         let tools = subscription.accepted().tools_list_changed == Some(true);
         let resources: BTreeSet<String> = subscription
             .accepted()
@@ -446,6 +454,12 @@ impl Catalogue {
                         return Ok(());
                     }
                 }
+                Ok(()) = elsewhere.recv(), if tools => {
+                    if let Err(error) = subscription.sink().notify_tool_list_changed().await {
+                        tracing::debug!("a tool-list subscription ended: {error}");
+                        return Ok(());
+                    }
+                }
                 changed = changes.changed(), if tools => {
                     if changed.is_err() {
                         return Ok(()); // the server is shutting down
@@ -464,6 +478,17 @@ impl Catalogue {
         }
     }
 
+    /// Tells every legacy session and tool-list subscription stream here that another
+    /// replica's tools changed.
+    fn tell_tools_changed_elsewhere(&self) {
+        let _ = self.inner.tools_elsewhere.send(());
+        let mut sessions = self.inner.sessions.lock().expect("sessions lock");
+        sessions.retain(|(peer, _)| !peer.is_transport_closed());
+        for (peer, _) in sessions.iter() {
+            tell_tools_changed(peer.clone());
+        }
+    }
+
     /// Sends its notification to each legacy session whose principal's tools differ between
     /// `before` and `after`; a client slow to read holds up no one else.
     fn notify_sessions(&self, before: (&Registry, &ToolSets), after: (&Registry, &ToolSets)) {
@@ -473,14 +498,19 @@ impl Catalogue {
             if same_tools(before, after, principal) {
                 continue;
             }
-            let peer = peer.clone();
-            tokio::spawn(async move {
-                if let Err(error) = peer.notify_tool_list_changed().await {
-                    tracing::debug!("a session did not take the tool-list change: {error}");
-                }
-            });
+            tell_tools_changed(peer.clone());
         }
     }
+}
+
+/// Sends a legacy session its tool-list notification, without waiting: a client slow to read
+/// holds up no one else.
+fn tell_tools_changed(peer: Peer<RoleServer>) {
+    tokio::spawn(async move {
+        if let Err(error) = peer.notify_tool_list_changed().await {
+            tracing::debug!("a session did not take the tool-list change: {error}");
+        }
+    });
 }
 
 /// Tells the clients here of the resource updates other replicas raise, while the catalogue lives.
@@ -492,8 +522,11 @@ async fn hear_updates(
         let Some(inner) = inner.upgrade() else {
             return;
         };
-        if let Event::ResourceUpdated { uri } = event {
-            Catalogue { inner }.tell_resource_updated(&uri).await;
+        let catalogue = Catalogue { inner };
+        match event {
+            Event::ResourceUpdated { uri } => catalogue.tell_resource_updated(&uri).await,
+            Event::ToolsChanged => catalogue.tell_tools_changed_elsewhere(),
+            Event::StopRun { .. } => {}
         }
     }
 }
