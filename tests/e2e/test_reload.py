@@ -299,7 +299,7 @@ async def test_tools_list_pages_with_the_real_client(
         first = await moat.client.list_tools(cache_mode="refresh")
         assert len(first.tools) == 3 and first.next_cursor
         names = await moat.names()
-        assert len(names) == 8 and len(set(names)) == 8
+        assert len(names) == 10 and len(set(names)) == 10
         assert names == sorted(names)
         with pytest.raises(MCPError, match="invalid cursor") as error:
             await moat.client.list_tools(cursor="bogus", cache_mode="refresh")
