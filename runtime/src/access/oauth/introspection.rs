@@ -257,3 +257,77 @@ fn check(claims: &Claims, settings: &Settings) -> Result<(), TokenError> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use super::*;
+
+    /// An introspection endpoint on loopback that answers "inactive" after `delay`, counting
+    /// the questions it has at once at most.
+    async fn slow_issuer(delay: Duration) -> (String, Arc<AtomicUsize>) {
+        let (now, most) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        let counted = most.clone();
+        let answer = move || {
+            let (now, most) = (now.clone(), most.clone());
+            async move {
+                most.fetch_max(now.fetch_add(1, Ordering::SeqCst) + 1, Ordering::SeqCst);
+                tokio::time::sleep(delay).await;
+                now.fetch_sub(1, Ordering::SeqCst);
+                axum::Json(serde_json::json!({"active": false}))
+            }
+        };
+        let app = axum::Router::new().route("/introspect", axum::routing::post(answer));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/introspect", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        (url, counted)
+    }
+
+    #[tokio::test]
+    async fn a_slow_issuer_ties_up_at_most_32_requests() {
+        let (endpoint, most) = slow_issuer(Duration::from_millis(500)).await;
+        let client = Client {
+            endpoint: Some(endpoint.clone()),
+            client_id: "moat".into(),
+            client_secret: "secret".into(),
+            cache: Duration::ZERO,
+            max_per_second: 1000,
+        };
+        let settings = Settings {
+            issuer: "http://issuer.test".into(),
+            audience: "http://moat.test/mcp".into(),
+            required_scopes: Vec::new(),
+            jwks_uri: None,
+            introspection: Some(client.clone()),
+            leeway: Duration::ZERO,
+            jwks_cooldown: Duration::ZERO,
+        };
+        let introspection = Arc::new(Introspection::new(client.max_per_second));
+        let http = reqwest::Client::new();
+        let asks = (0..40).map(|i| {
+            let (introspection, http) = (introspection.clone(), http.clone());
+            let (endpoint, client, settings) = (endpoint.clone(), client.clone(), settings.clone());
+            tokio::spawn(async move {
+                let token = format!("unknown-opaque-token-{i}");
+                introspection
+                    .ask(&http, &endpoint, &client, &token, &settings)
+                    .await
+            })
+        });
+        let mut busy = 0;
+        for ask in asks.collect::<Vec<_>>() {
+            match ask.await.unwrap() {
+                Err(TokenError::Unavailable(why)) if why.contains("too many unknown tokens") => {
+                    busy += 1
+                }
+                Err(TokenError::Invalid(_)) => {}
+                other => panic!("neither refused nor turned away: {other:?}"),
+            }
+        }
+        assert_eq!(most.load(Ordering::SeqCst), MAX_IN_FLIGHT, "at once at the issuer");
+        assert_eq!(busy, 40 - MAX_IN_FLIGHT, "turned away at once, never queued");
+    }
+}
