@@ -276,7 +276,10 @@ mod tests {
                 most.fetch_max(now.fetch_add(1, Ordering::SeqCst) + 1, Ordering::SeqCst);
                 tokio::time::sleep(delay).await;
                 now.fetch_sub(1, Ordering::SeqCst);
-                axum::Json(serde_json::json!({"active": false}))
+                (
+                    [(axum::http::header::CONTENT_TYPE, "application/json")],
+                    r#"{"active": false}"#,
+                )
             }
         };
         let app = axum::Router::new().route("/introspect", axum::routing::post(answer));
@@ -306,6 +309,7 @@ mod tests {
             jwks_cooldown: Duration::ZERO,
         };
         let introspection = Arc::new(Introspection::new(client.max_per_second));
+        crate::supply::source::install_tls_provider();
         let http = reqwest::Client::new();
         let asks = (0..40).map(|i| {
             let (introspection, http) = (introspection.clone(), http.clone());
@@ -324,10 +328,19 @@ mod tests {
                     busy += 1
                 }
                 Err(TokenError::Invalid(_)) => {}
-                other => panic!("neither refused nor turned away: {other:?}"),
+                Err(other) => panic!("neither refused nor turned away: {other:?}"),
+                Ok(_) => panic!("an inactive token accepted"),
             }
         }
-        assert_eq!(most.load(Ordering::SeqCst), MAX_IN_FLIGHT, "at once at the issuer");
-        assert_eq!(busy, 40 - MAX_IN_FLIGHT, "turned away at once, never queued");
+        assert_eq!(
+            most.load(Ordering::SeqCst),
+            MAX_IN_FLIGHT,
+            "at once at the issuer"
+        );
+        assert_eq!(
+            busy,
+            40 - MAX_IN_FLIGHT,
+            "turned away at once, never queued"
+        );
     }
 }
