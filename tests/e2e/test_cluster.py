@@ -238,6 +238,29 @@ def test_a_reload_that_changes_the_shared_store_or_the_drain_is_refused_whole(
     assert len(keys.stdout.split()) == 1, keys.stdout
 
 
+def test_the_two_rounds_of_a_call_that_asks_are_answered_by_different_replicas(
+        make_cluster: Callable[..., Cluster], tmp_path: Path) -> None:
+    """A 2026-07-28 call's state is sealed in the request with the key the replicas share:
+    whichever replica takes the answer carries the call on."""
+    cluster = make_cluster('request_state_key = "the request-state key every replica shares, 32+ bytes"\n')
+    r0, r1 = cluster.start("r0"), cluster.start("r1")
+    (tmp_path / "notes" / "plan.md").write_text("gone soon")
+
+    def delete(replica: Replica, **params: Any) -> dict[str, Any]:
+        meta = {**MODERN_META, CAPABILITIES: {"elicitation": {}}}
+        message = request(1, "tools/call", {"name": "notebook_delete_note", "arguments": {"name": "plan"},
+                                            "_meta": meta, **params})
+        reply = replica.post(message, ALICE, modern_headers("tools/call", "notebook_delete_note"))
+        assert reply.status == 200, reply.body
+        return reply.message
+
+    asked = delete(r0)["result"]
+    assert asked["resultType"] == "input_required", asked
+    done = delete(r1, requestState=asked["requestState"], inputResponses=CONFIRM)
+    assert done["result"]["content"][0]["text"] == 'Deleted note "plan".', done
+    assert not (tmp_path / "notes" / "plan.md").exists()
+
+
 def test_concurrent_calls_hold_across_replicas(make_cluster: Callable[..., Cluster]) -> None:
     cluster = make_cluster("[quotas]\nconcurrent_calls = 1\n")
     first, second = cluster.start("r0"), cluster.start("r1")
