@@ -7,6 +7,8 @@
 //! The layers, each using only those below it (ARCHITECTURE.md draws them):
 //! - [`serve`]: what is served now: `moat.toml`, reloads;
 //! - [`mcp`]: the protocol face: MCP on stdio and HTTP, the tool list, the audit log;
+//! - [`upstream`]: the credentials a call's requests carry upstream for its caller: token
+//!   exchange, per-principal secrets;
 //! - [`access`]: who is calling and what they may do: credentials, OAuth access tokens, tool
 //!   sets per caller, quotas;
 //! - [`cluster`]: the state replicas share through Redis, when they do: quotas, sessions;
@@ -28,4 +30,5 @@ pub mod plugin;
 pub mod sandbox;
 pub mod serve;
 pub mod supply;
+pub mod upstream;
 pub mod wit;

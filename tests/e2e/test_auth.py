@@ -21,7 +21,7 @@ import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import AsyncExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -70,9 +70,10 @@ CLIENTS = [
 class AuthServer:
     issuer: str
     process: subprocess.Popen[bytes]
+    clients: list[dict[str, Any]] = field(default_factory=lambda: CLIENTS)
 
     def token(self, client: str, resource: str | None, scope: str = "tools") -> str:
-        secret = next(c["client_secret"] for c in CLIENTS if c["client_id"] == client)
+        secret = next(c["client_secret"] for c in self.clients if c["client_id"] == client)
         form = {"grant_type": "client_credentials", "scope": scope}
         if resource is not None:
             form["resource"] = resource
@@ -108,10 +109,12 @@ class AuthServer:
             pass
 
 
-def start_auth_server(node_tools: Path, tmp: Path, resources: dict[str, Any]) -> AuthServer:
+def start_auth_server(node_tools: Path, tmp: Path, resources: dict[str, Any],
+                      clients: list[dict[str, Any]] = CLIENTS, **settings: Any) -> AuthServer:
+    """auth-server.mjs with `resources` and `clients` (and any other `settings` it reads)."""
     config = tmp / "auth-server.json"
     config.write_text(json.dumps({"port": 0, "access_token_ttl": 300, "resources": resources,
-                                  "clients": CLIENTS}))
+                                  "clients": clients, **settings}))
     script = Path(__file__).resolve().parents[1] / "npm" / "auth-server.mjs"
     log = (tmp / "auth-server.stderr").open("w")
     process = subprocess.Popen([str(node_tools / "node"), str(script), str(config)],
@@ -120,7 +123,7 @@ def start_auth_server(node_tools: Path, tmp: Path, resources: dict[str, Any]) ->
     line = process.stdout.readline()
     if not line:
         pytest.fail(f"the authorization server did not start:\n{(tmp / 'auth-server.stderr').read_text()}")
-    return AuthServer(json.loads(line)["issuer"], process)
+    return AuthServer(json.loads(line)["issuer"], process, clients)
 
 
 @dataclass

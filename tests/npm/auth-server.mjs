@@ -31,6 +31,13 @@
 // (invalid_scope); other unknown scopes are dropped; a client without "scope"
 // may ask for any.
 //
+// Token exchange (RFC 8693, grant urn:ietf:params:oauth:grant-type:token-exchange),
+// for a client with "token_exchange": true: its subject_token must be a JWT this server
+// signed (an access token, unexpired); the answer is a JWT for the requested audience
+// (which must be in "exchange_audiences", else invalid_target) whose sub is the subject's
+// sub (or client_id), with an `act` claim naming the exchanging client, living
+// "exchange_ttl" seconds (default 300). Each exchange is counted by subject.
+//
 // Test-only controls (POST, JSON body optional):
 //   /_test/rotate {"keep_old": false}  new RS256 key with a new kid, signs all
 //       new JWTs and comes first in the JWKS; the old keys stay in the JWKS only
@@ -41,6 +48,7 @@
 //   /_test/sign {"claims": {...}}      {"token": a JWT of exactly these claims, signed (RS256)
 //       by the current key and naming its kid}: tokens no grant would issue, for the tests
 //       of what moat refuses.
+//   /_test/exchanges                   {"by_subject": {SUBJECT: exchanges so far}}.
 import * as crypto from 'node:crypto';
 import * as fs from 'node:fs';
 import * as http from 'node:http';
@@ -57,6 +65,11 @@ const ttl = config.access_token_ttl ?? 300;
 const groupsOf = new Map(clients.map((c) => [c.client_id, c.groups ?? []]));
 const ttlOf = new Map(clients.map((c) => [c.client_id, c.access_token_ttl ?? ttl]));
 const allScopes = [...new Set(Object.values(resources).flatMap((r) => r.scopes ?? []))];
+const exchangeAudiences = new Set(config.exchange_audiences ?? []);
+const exchangeTtl = config.exchange_ttl ?? 300;
+const exchangesBySubject = {};
+const TOKEN_EXCHANGE = 'urn:ietf:params:oauth:grant-type:token-exchange';
+const ACCESS_TOKEN_TYPE = 'urn:ietf:params:oauth:token-type:access_token';
 
 const adapter = createMemoryAdapter();
 const log = (...args) => console.error('auth-server:', ...args);
@@ -74,7 +87,7 @@ function build(issuer, keys) {
       client_id: c.client_id,
       client_secret: c.client_secret,
       scope: c.scope || undefined, // oidc-provider refuses ""; no scope = may ask for any
-      grant_types: ['client_credentials'],
+      grant_types: ['client_credentials', ...(c.token_exchange ? [TOKEN_EXCHANGE] : [])],
       response_types: [],
       redirect_uris: [],
       token_endpoint_auth_method: 'client_secret_basic', // client_secret_post works too
@@ -113,10 +126,66 @@ function build(issuer, keys) {
       AccessToken: (ctx, token, client) => ttlOf.get(client?.clientId) ?? ttl,
     },
   });
+  provider.registerGrantType(
+    TOKEN_EXCHANGE,
+    (ctx) => exchangeToken(ctx, issuer, keys),
+    ['audience', 'resource', 'scope', 'requested_token_type', 'subject_token', 'subject_token_type'],
+  );
   for (const event of ['server_error', 'grant.error', 'introspection.error', 'revocation.error']) {
     provider.on(event, (ctx, err) => log(event, err?.message ?? ctx?.message));
   }
   return provider.callback();
+}
+
+// The claims of a JWT this server signed with one of `keys`, or null.
+function verified(token, keys) {
+  const [header, payload, signature] = String(token).split('.');
+  if (!signature) return null;
+  let kid;
+  try {
+    kid = JSON.parse(Buffer.from(header, 'base64url')).kid;
+  } catch {
+    return null;
+  }
+  const key = keys.find((k) => k.kid === kid);
+  if (!key) return null;
+  const publicKey = crypto.createPublicKey(crypto.createPrivateKey({ key, format: 'jwk' }));
+  const ok = crypto.verify('sha256', Buffer.from(`${header}.${payload}`), publicKey,
+    Buffer.from(signature, 'base64url'));
+  if (!ok) return null;
+  const claims = JSON.parse(Buffer.from(payload, 'base64url'));
+  return claims.exp > Date.now() / 1000 ? claims : null;
+}
+
+function exchangeError(ctx, error, description) {
+  ctx.status = 400;
+  ctx.body = { error, error_description: description };
+}
+
+async function exchangeToken(ctx, issuer, keys) {
+  const { params, client } = ctx.oidc;
+  if (params.subject_token_type !== ACCESS_TOKEN_TYPE) {
+    return exchangeError(ctx, 'invalid_request', 'subject_token_type must be an access token');
+  }
+  const subject = verified(params.subject_token, keys);
+  if (!subject) return exchangeError(ctx, 'invalid_grant', 'the subject token is not valid here');
+  const audience = params.audience ?? params.resource;
+  if (!exchangeAudiences.has(audience)) {
+    return exchangeError(ctx, 'invalid_target', `cannot issue tokens for ${audience}`);
+  }
+  const sub = subject.sub ?? subject.client_id;
+  exchangesBySubject[sub] = (exchangesBySubject[sub] ?? 0) + 1;
+  const now = Math.floor(Date.now() / 1000);
+  const token = sign(keys[0], {
+    iss: issuer, sub, aud: audience, client_id: client.clientId, act: { sub: client.clientId },
+    scope: params.scope ?? subject.scope ?? '', iat: now, exp: now + exchangeTtl,
+    jti: crypto.randomUUID(),
+  });
+  log('exchanged a token of', sub, 'for', audience);
+  ctx.body = {
+    access_token: token, issued_token_type: ACCESS_TOKEN_TYPE, token_type: 'Bearer',
+    expires_in: exchangeTtl,
+  };
 }
 
 let keys = [newKey()];
@@ -159,6 +228,7 @@ async function control(req, res, issuer) {
     case '/_test/up': down = false; break;
     case '/_test/slow': slowMs = Number(body.ms ?? 0); break;
     case '/_test/sign': return reply(res, 200, { token: sign(keys[0], body.claims ?? {}) });
+    case '/_test/exchanges': return reply(res, 200, { by_subject: exchangesBySubject });
     default: return reply(res, 404, { error: 'not_found' });
   }
   log(req.url, { down, slowMs });

@@ -99,19 +99,7 @@ impl Authenticator {
                 "the credential is longer than {MAX_CREDENTIAL_BYTES} bytes"
             )));
         }
-        let value = std::str::from_utf8(value)
-            .map_err(|_| Refusal::Invalid("the Authorization header is not text".into()))?;
-        let token = match value.split_once(' ') {
-            Some((scheme, token)) if scheme.eq_ignore_ascii_case("bearer") => token.trim(),
-            _ => {
-                return Err(Refusal::Invalid(
-                    "the Authorization header is not `Bearer TOKEN`".into(),
-                ));
-            }
-        };
-        if token.is_empty() {
-            return Err(Refusal::Invalid("the bearer token is empty".into()));
-        }
+        let token = bearer_token(value)?;
         if let Some(local) = &self.local
             && credentials::same_digest(local, &credentials::digest(token))
         {
@@ -131,6 +119,24 @@ impl Authenticator {
             )),
         }
     }
+}
+
+/// The token of an `Authorization: Bearer TOKEN` header's value.
+pub fn bearer_token(value: &[u8]) -> Result<&str, Refusal> {
+    let value = std::str::from_utf8(value)
+        .map_err(|_| Refusal::Invalid("the Authorization header is not text".into()))?;
+    let token = match value.split_once(' ') {
+        Some((scheme, token)) if scheme.eq_ignore_ascii_case("bearer") => token.trim(),
+        _ => {
+            return Err(Refusal::Invalid(
+                "the Authorization header is not `Bearer TOKEN`".into(),
+            ));
+        }
+    };
+    if token.is_empty() {
+        return Err(Refusal::Invalid("the bearer token is empty".into()));
+    }
+    Ok(token)
 }
 
 #[cfg(test)]

@@ -18,4 +18,4 @@ pub mod principal;
 pub mod quotas;
 pub mod tool_sets;
 
-pub use principal::{Principal, Via};
+pub use principal::{AccessToken, Principal, Via};

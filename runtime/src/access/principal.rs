@@ -32,6 +32,27 @@ impl Via {
     }
 }
 
+/// The OAuth access token a request came with, once checked: what moat trades for a token meant
+/// for an upstream (RFC 8693) on its caller's behalf. It never prints.
+#[derive(Clone)]
+pub struct AccessToken(std::sync::Arc<str>);
+
+impl AccessToken {
+    pub fn new(token: &str) -> Self {
+        Self(token.into())
+    }
+
+    pub fn secret(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for AccessToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("AccessToken(<redacted>)")
+    }
+}
+
 /// An authenticated caller: its name (what quotas, metrics and the audit log key on) and the
 /// facts tool-set rules match.
 #[derive(Clone, Debug, PartialEq, Eq)]

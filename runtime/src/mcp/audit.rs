@@ -140,6 +140,10 @@ pub struct Record<'a> {
     pub error: Option<String>,
     /// Capability uses the sandbox refused during the call (a socket to a host not granted…).
     pub denied: Vec<String>,
+    /// The `[credentials]` sources whose credential for this principal the call's requests
+    /// carried: the source, never the credential.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub credentials: Vec<String>,
 }
 
 /// What the caller knows about one finished call.
@@ -160,6 +164,7 @@ pub struct Call<'a> {
     pub outcome: Outcome,
     pub error: Option<String>,
     pub denied: Vec<String>,
+    pub credentials: Vec<String>,
 }
 
 impl AuditLog {
@@ -215,6 +220,7 @@ impl AuditLog {
             outcome: call.outcome,
             error: call.error,
             denied: call.denied,
+            credentials: call.credentials,
         };
         let mut line = serde_json::to_string(&record).expect("a record is plain JSON");
         line.push('\n');
@@ -334,6 +340,7 @@ mod tests {
                 outcome: Outcome::UnknownTool,
                 error: None,
                 denied: vec![],
+                credentials: vec![],
             })
         });
         let logged = String::from_utf8(caught.0.lock().unwrap().clone()).unwrap();
@@ -366,6 +373,7 @@ mod tests {
                 outcome: Outcome::Ok,
                 error: None,
                 denied: vec![],
+                credentials: vec!["tracker".into()],
             });
         }
         assert_eq!(
@@ -390,6 +398,7 @@ mod tests {
         );
         assert_eq!(lines[0]["duration_ms"], 1.5);
         assert_eq!(lines[0]["outcome"], "ok");
+        assert_eq!(lines[0]["credentials"], serde_json::json!(["tracker"]));
         assert_eq!(lines[0]["client_claimed"], "test 1.0");
         assert_eq!(lines[0]["session"], "5c1f");
         assert_eq!(lines[0]["principal"], "key:ci");

@@ -36,6 +36,7 @@ use crate::plugin::prompts::Prompt;
 use crate::plugin::registry::Registry;
 use crate::plugin::resources::{Located, Resource};
 use crate::plugin::{Plugin, Tool};
+use crate::upstream::Broker;
 
 /// Tools per `tools/list` page unless configured otherwise.
 pub const DEFAULT_PAGE_SIZE: NonZeroUsize = NonZeroUsize::new(100).unwrap();
@@ -86,6 +87,9 @@ struct Inner {
     cluster: std::sync::OnceLock<Arc<Cluster>>,
     /// Every replica's legacy sessions, when they share them.
     shared_sessions: std::sync::OnceLock<Arc<SharedSessions>>,
+    /// Where callers' own credentials for upstreams come from (`[credentials]`); a reload
+    /// replaces it when the sources changed.
+    credentials: std::sync::RwLock<Option<Arc<Broker>>>,
 }
 
 /// The resource URIs one session subscribed to.
@@ -129,6 +133,7 @@ impl Catalogue {
                 tools_elsewhere: tokio::sync::broadcast::Sender::new(MAX_PENDING_UPDATES),
                 cluster: std::sync::OnceLock::new(),
                 shared_sessions: std::sync::OnceLock::new(),
+                credentials: std::sync::RwLock::default(),
             }),
         }
     }
@@ -286,6 +291,34 @@ impl Catalogue {
     /// What seals the state of calls that ask the client something.
     pub fn sealer(&self) -> Arc<Sealer> {
         self.inner.sealer.read().expect("sealer lock").clone()
+    }
+
+    /// The sources of callers' credentials, when `[credentials]` names some.
+    pub fn credentials(&self) -> Option<Arc<Broker>> {
+        self.inner
+            .credentials
+            .read()
+            .expect("credentials lock")
+            .clone()
+    }
+
+    /// Serves `sources` from now on; unchanged sources keep the tokens they exchanged.
+    pub fn set_credential_sources(
+        &self,
+        sources: std::collections::BTreeMap<String, crate::upstream::Source>,
+    ) -> anyhow::Result<()> {
+        let mut current = self.inner.credentials.write().expect("credentials lock");
+        let unchanged = match &*current {
+            Some(broker) => broker.sources() == &sources,
+            None => sources.is_empty(),
+        };
+        if !unchanged {
+            *current = match sources.is_empty() {
+                true => None,
+                false => Some(Arc::new(Broker::new(sources)?)),
+            };
+        }
+        Ok(())
     }
 
     /// Seals request states with `sealer` from now on (a key shared with other moats).

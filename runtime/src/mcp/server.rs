@@ -35,6 +35,7 @@ use crate::mcp::tasks::Job;
 use crate::mcp::traces::{CallFacts, CallSpan};
 use crate::plugin::{CallError, Exchange};
 use crate::sandbox::host::{GuestEvent, Level, MAX_PENDING_EVENTS};
+use crate::sandbox::network::CallCredentials;
 
 /// Serves the tools of a [`Catalogue`] (or of a fixed [`crate::plugin::registry::Registry`]) over MCP.
 #[derive(Clone)]
@@ -91,6 +92,29 @@ impl MoatServer {
 
     /// Whom a request acts for: the principal HTTP authentication established, else this
     /// server's own.
+    /// The credentials of one call, for the principal of the request in `extensions`, when
+    /// `[credentials]` names sources.
+    pub(crate) fn call_credentials(
+        &self,
+        extensions: &rmcp::model::Extensions,
+    ) -> Option<Arc<crate::upstream::Caller>> {
+        let broker = self.catalogue.credentials()?;
+        let token = extensions
+            .get::<axum::http::request::Parts>()
+            .and_then(|parts| parts.extensions.get::<crate::access::AccessToken>())
+            .cloned();
+        Some(broker.for_call(self.principal_of(extensions), token))
+    }
+
+    /// [`MoatServer::call_credentials`], for a task's run.
+    fn task_credentials(
+        &self,
+        extensions: &rmcp::model::Extensions,
+    ) -> crate::mcp::tasks::Credentials {
+        self.call_credentials(extensions)
+            .map(|c| c as Arc<dyn CallCredentials>)
+    }
+
     pub(crate) fn principal_of<'a>(
         &'a self,
         extensions: &'a rmcp::model::Extensions,
@@ -243,6 +267,8 @@ pub(crate) struct Ended {
     pub error: Option<String>,
     /// The capability uses the sandbox refused during the call.
     pub denied: Vec<String>,
+    /// The `[credentials]` sources whose credentials the call's requests carried.
+    pub credentials: Vec<String>,
 }
 
 impl Ended {
@@ -251,6 +277,7 @@ impl Ended {
             outcome,
             error: None,
             denied: Vec::new(),
+            credentials: Vec::new(),
         }
     }
 }
@@ -340,6 +367,7 @@ impl MoatServer {
             outcome: ended.outcome,
             error: ended.error,
             denied: ended.denied,
+            credentials: ended.credentials,
         });
     }
 }
@@ -476,6 +504,7 @@ impl ServerHandler for MoatServer {
                     outcome: Outcome::InvalidArguments,
                     error: Some(error.message.to_string()),
                     denied: Vec::new(),
+                    credentials: Vec::new(),
                 };
                 self.audit(&context, &request, Some(plugin), started, ended, span);
                 return Err(error);
@@ -488,6 +517,7 @@ impl ServerHandler for MoatServer {
                     outcome: Outcome::Busy,
                     error: Some(error.message.to_string()),
                     denied: Vec::new(),
+                    credentials: Vec::new(),
                 };
                 self.audit(&context, &request, Some(plugin), started, ended, span);
                 return Err(error);
@@ -499,9 +529,11 @@ impl ServerHandler for MoatServer {
             self.log_threshold(&context.meta),
             plugin,
         );
+        let credentials = self.call_credentials(&context.extensions);
         let exchange = Exchange {
             events: Some(events),
             client: asking.as_ref().map(|a| a.client.clone()),
+            credentials: credentials.clone().map(|c| c as Arc<dyn CallCredentials>),
         };
         let call = plugin.call_asking(tool, request.arguments.as_ref(), exchange);
         // The forwarding ends after the call, which drops its sender: every report it made goes
@@ -527,6 +559,7 @@ impl ServerHandler for MoatServer {
             outcome: audited,
             error,
             denied: denials,
+            credentials: credentials.as_ref().map(|c| c.used()).unwrap_or_default(),
         };
         self.audit(&context, &request, Some(plugin), started, ended, span);
         if let (Err(CallError::Detached), Some(asking)) = (&outcome, &asking) {
@@ -535,6 +568,7 @@ impl ServerHandler for MoatServer {
                 tool: request.name.to_string(),
                 arguments: request.arguments.clone(),
                 capabilities: asking.capabilities.clone(),
+                credentials: credentials.map(|c| c as Arc<dyn CallCredentials>),
             };
             let tasks = self.catalogue.tasks();
             let task = tasks.start(&principal.name, job, asking.answered()).await?;
@@ -637,7 +671,11 @@ impl ServerHandler for MoatServer {
         let task = self
             .catalogue
             .tasks()
-            .get(&principal.name, &request.task_id)
+            .get(
+                &principal.name,
+                &request.task_id,
+                self.task_credentials(&context.extensions),
+            )
             .await?;
         Ok(GetTaskResult::new(task))
     }
@@ -650,7 +688,12 @@ impl ServerHandler for MoatServer {
         let principal = self.principal_of(&context.extensions);
         self.catalogue
             .tasks()
-            .update(&principal.name, &request.task_id, &request.input_responses)
+            .update(
+                &principal.name,
+                &request.task_id,
+                &request.input_responses,
+                self.task_credentials(&context.extensions),
+            )
             .await
     }
 

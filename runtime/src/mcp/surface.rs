@@ -211,6 +211,9 @@ impl MoatServer {
         let exchange = Exchange {
             events: None,
             client: asking.as_ref().map(|a| a.client.clone()),
+            credentials: self
+                .call_credentials(&context.extensions)
+                .map(|c| c as Arc<dyn crate::sandbox::network::CallCredentials>),
         };
         let _slot = self.call_slot(&context).await?;
         let started = Instant::now();
@@ -319,6 +322,9 @@ impl MoatServer {
         let exchange = Exchange {
             events: None,
             client: asking.as_ref().map(|a| a.client.clone()),
+            credentials: self
+                .call_credentials(&context.extensions)
+                .map(|c| c as Arc<dyn crate::sandbox::network::CallCredentials>),
         };
         let _slot = self.call_slot(&context).await?;
         let started = Instant::now();
@@ -449,6 +455,7 @@ fn ended(outcome: Outcome, error: &str) -> Ended {
         outcome,
         error: Some(error.to_string()),
         denied: Vec::new(),
+        credentials: Vec::new(),
     }
 }
 

@@ -46,6 +46,7 @@ impl Plugin {
             Exchange {
                 events,
                 client: None,
+                credentials: None,
             },
         )
         .await
@@ -141,6 +142,7 @@ impl Plugin {
             client => client,
         };
         store.data_mut().set_client(client);
+        store.data_mut().set_credentials(exchange.credentials);
         *denials = store.data().denials();
 
         let run = async {
@@ -160,6 +162,7 @@ impl Plugin {
         // goes away, and the next call's instance is made, after the answer.
         store.data_mut().set_events(None);
         store.data_mut().set_client(None);
+        store.data_mut().set_credentials(None);
         self.instances.replace(store);
 
         let stdout = String::from_utf8_lossy(&output.stdout.contents()).into_owned();

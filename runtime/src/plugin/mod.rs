@@ -19,6 +19,7 @@ use crate::sandbox::grants::Grants;
 use crate::sandbox::host::{Client, EventSink, Question};
 use crate::sandbox::instances::Instances;
 use crate::sandbox::limits::Limits;
+use crate::sandbox::network::CallCredentials;
 use crate::supply::lock::{self, Entry};
 use crate::supply::source::{Digest, Fetched, Source};
 use crate::wit::constraints::Check;
@@ -176,6 +177,8 @@ pub enum CallError {
 pub struct Exchange {
     pub events: EventSink,
     pub client: Option<Arc<dyn Client>>,
+    /// The caller's credentials, for the headers moat injects from `[credentials]`.
+    pub credentials: Option<Arc<dyn CallCredentials>>,
 }
 
 /// One export of the component, and the name its log lines go under.

@@ -16,7 +16,7 @@ use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 use crate::sandbox::grants::Grants;
 use crate::sandbox::guest_log::GuestLog;
 use crate::sandbox::limits::Limits;
-use crate::sandbox::network::{Denials, HttpHooks};
+use crate::sandbox::network::{CallCredentials, Denials, HttpHooks};
 
 mod bindings {
     wasmtime::component::bindgen!({
@@ -238,6 +238,7 @@ impl HostState {
                 plugin,
                 network: grants.network.clone(),
                 denials,
+                credentials: None,
             },
             config: grants.config.clone(),
         };
@@ -252,6 +253,11 @@ impl HostState {
     /// Whom the guest's questions go to from now on; `None`: it may ask nobody.
     pub fn set_client(&mut self, client: Option<Arc<dyn Client>>) {
         self.client = client;
+    }
+
+    /// Whose credentials the guest's requests carry from now on; `None`: no caller's.
+    pub fn set_credentials(&mut self, credentials: Option<Arc<dyn CallCredentials>>) {
+        self.http_hooks.credentials = credentials;
     }
 
     /// The settings granted to the plugin, for `wasi:config/store`.

@@ -41,7 +41,7 @@ use serde::Deserialize;
 use crate::sandbox::engine::PoolLimits;
 use crate::sandbox::grants::{FileGrant, Grants};
 use crate::sandbox::limits::{Limits, in_bytes};
-use crate::sandbox::network::{HostPattern, Injection, Network, NetworkGrant};
+use crate::sandbox::network::{HostPattern, Injected, Injection, Network, NetworkGrant};
 use crate::serve::service::{self, Service};
 use crate::supply::PluginSource;
 use crate::supply::source::Source;
@@ -78,6 +78,11 @@ struct ConfigFile {
     telemetry: Option<service::TelemetryEntry>,
     /// The Redis through which replicas of moat share quotas and sessions.
     cluster: Option<super::cluster::ClusterEntry>,
+    /// Where a caller's own credentials for upstreams come from, by name (`[credentials.tracker]`),
+    /// for the `inject` entries whose value names one: `"Bearer ${credential:tracker}"`.
+    #[serde(default)]
+    #[schemars(extend("propertyNames" = { "pattern": "^[A-Za-z0-9_.-]+$" }))]
+    credentials: BTreeMap<String, super::credentials::CredentialsEntry>,
     /// How big a plugin's component may be. Read when moat starts; a reload keeps the values
     /// it started with.
     engine: Option<EngineEntry>,
@@ -183,6 +188,7 @@ pub fn read_service(path: &Path, secrets: Option<&Path>) -> Result<Service> {
         http: file.http,
         telemetry: file.telemetry,
         cluster: file.cluster,
+        credentials: file.credentials,
         base,
         expand: &|text| lookup.expand(text),
     })
@@ -301,8 +307,9 @@ struct InjectEntry {
     #[schemars(regex(pattern = r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$"))]
     header: String,
     /// The header's value; `${secret:NAME}` and `${env:NAME}` are replaced by their values:
-    /// `"Bearer ${secret:API_TOKEN}"`.
-    #[schemars(regex(pattern = EXPANDED_PATTERN))]
+    /// `"Bearer ${secret:API_TOKEN}"`. `${credential:NAME}` is the calling principal's own
+    /// credential from `[credentials.NAME]`, found for each call: `"Bearer ${credential:tracker}"`.
+    #[schemars(regex(pattern = INJECTED_PATTERN))]
     value: String,
 }
 
@@ -338,6 +345,9 @@ const NETWORK_PATTERN: &str = r"^(?:https?://)?(?:\*|(?:\*\.)?[A-Za-z0-9_-]+(?:\
 
 /// A string in which every `${` starts an `${env:NAME}` or a `${secret:NAME}`.
 const EXPANDED_PATTERN: &str = r"^(?:[^$]|\$+(?:[^${]|$)|\$+\{(?:env|secret):[^}]+\})*$";
+
+/// An `inject` value: as [`EXPANDED_PATTERN`], and `${credential:NAME}` too.
+const INJECTED_PATTERN: &str = r"^(?:[^$]|\$+(?:[^${]|$)|\$+\{(?:env|secret|credential):[^}]+\})*$";
 
 /// An absolute guest path none of whose parts is `..`.
 const GUEST_PATH_PATTERN: &str = r"^(?:/(?:[^/]?|[^/.][^/]|\.[^/.]|[^/]{3,}))+$";
@@ -497,13 +507,14 @@ pub fn parse(
 ) -> Result<Vec<PluginSource>> {
     let file: ConfigFile = toml::from_str(text)?;
     let lookup = Lookup::new(env, secrets, file.secrets.as_deref(), base)?;
+    let sources = super::credentials::sources(&file.credentials, &|text| lookup.expand(text))?;
     file.plugins
         .into_iter()
         .map(|(name, entry)| {
             if name.is_empty() || sanitize(&name) != name {
                 bail!("plugin name \"{name}\" may hold only ASCII letters, digits and `_`");
             }
-            let grants = grants(&entry, base, &lookup)
+            let grants = grants(&entry, base, &lookup, &sources)
                 .with_context(|| format!("in the grants of plugin \"{name}\""))?;
             let defaults = Limits::default();
             let limits = Limits {
@@ -620,7 +631,12 @@ fn plugin_source(entry: &PluginEntry, base: &Path) -> Result<Source> {
     Ok(source)
 }
 
-fn grants(entry: &PluginEntry, base: &Path, lookup: &Lookup) -> Result<Grants> {
+fn grants(
+    entry: &PluginEntry,
+    base: &Path,
+    lookup: &Lookup,
+    sources: &BTreeMap<String, crate::upstream::Source>,
+) -> Result<Grants> {
     let mut files = Vec::new();
     for file in &entry.files {
         if !file.guest.starts_with('/') || file.guest.split('/').any(|part| part == "..") {
@@ -659,7 +675,7 @@ fn grants(entry: &PluginEntry, base: &Path, lookup: &Lookup) -> Result<Grants> {
     }
     for inject in &entry.inject {
         network.inject.push(
-            injection(inject, lookup, &network.grants)
+            injection(inject, lookup, &network.grants, sources)
                 .with_context(|| format!("inject for host \"{}\"", inject.host))?,
         );
     }
@@ -687,15 +703,58 @@ fn refuse_loopback_name(grant: NetworkGrant) -> Result<NetworkGrant> {
     Ok(grant)
 }
 
-fn injection(entry: &InjectEntry, lookup: &Lookup, grants: &[NetworkGrant]) -> Result<Injection> {
+fn injection(
+    entry: &InjectEntry,
+    lookup: &Lookup,
+    grants: &[NetworkGrant],
+    sources: &BTreeMap<String, crate::upstream::Source>,
+) -> Result<Injection> {
     let to = Injection::target(&entry.host)?;
     let header = http::HeaderName::try_from(&entry.header)
         .with_context(|| format!("`{}` is not a valid header name", entry.header))?;
     // The error must not quote the value: it may hold a secret.
-    let mut value = http::HeaderValue::try_from(lookup.expand(&entry.value)?)
-        .ok()
-        .context("the value is not a valid header value (control characters?)")?;
-    value.set_sensitive(true);
+    let invalid = "the value is not a valid header value (control characters?)";
+    let value = match super::credentials::credential_reference(&entry.value)? {
+        None => {
+            let mut value = http::HeaderValue::try_from(lookup.expand(&entry.value)?)
+                .ok()
+                .context(invalid)?;
+            value.set_sensitive(true);
+            Injected::Fixed(value)
+        }
+        Some((before, source, after)) => {
+            let Some(found) = sources.get(source) else {
+                bail!(
+                    "`${{credential:{source}}}` names no source: add [credentials.{source}] to \
+                     moat.toml{}",
+                    match sources.keys().map(String::as_str).collect::<Vec<_>>() {
+                        names if names.is_empty() => String::new(),
+                        names => format!(" (it has {})", names.join(", ")),
+                    }
+                );
+            };
+            if !found.hosts.iter().any(|host| host.covers(&to)) {
+                bail!(
+                    "[credentials.{source}] may be sent only to {}, and {to} is not one of them",
+                    found
+                        .hosts
+                        .iter()
+                        .map(ToString::to_string)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                );
+            }
+            let (before, after) = (lookup.expand(before)?, lookup.expand(after)?);
+            http::HeaderValue::try_from(format!("{before}credential{after}"))
+                .ok()
+                .context(invalid)?;
+            Injected::Caller {
+                source: source.to_string(),
+                before,
+                after,
+            }
+        }
+    };
     let injection = Injection { to, header, value };
     if !grants.iter().any(|g| injection.can_travel_under(g)) {
         bail!(
@@ -947,8 +1006,11 @@ env = { KEY = "${secret:API_TOKEN}", MIXED = "a-${env:HOST_NAME}-b" }
                 "http://127.0.0.1:8080"
             ]
         );
-        assert_eq!(grants.network.inject[0].value, "Bearer tok-123");
-        assert!(grants.network.inject[0].value.is_sensitive());
+        let Injected::Fixed(value) = &grants.network.inject[0].value else {
+            panic!("a fixed value")
+        };
+        assert_eq!(value, "Bearer tok-123");
+        assert!(value.is_sensitive());
         assert!(!format!("{:?}", grants.network).contains("tok-123"));
         assert_eq!(
             grants.env,
@@ -1025,11 +1087,64 @@ inject = [{ host = "a.org", header = "X Key", value = "v" }]"#,
         std::fs::write(&other, "API_TOKEN = \"from-flag\"\n").unwrap();
         set_mode(&other, 0o600);
         let sources = parse(config, &dir, &env, Some(&other)).unwrap();
+        assert!(matches!(
+            &sources[0].grants.network.inject[0].value,
+            Injected::Fixed(v) if v == "Bearer from-flag"
+        ));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn an_injection_may_take_the_callers_credential_from_a_source() {
+        let config = |inject: &str| {
+            format!(
+                r#"[credentials.tracker]
+hosts = ["api.tracker.example", "http://127.0.0.1:9300"]
+principals = {{ stdio = "t-0123456789" }}
+
+[plugins.p]
+path = "p.wasm"
+network = ["https://api.tracker.example", "https://other.example", "http://127.0.0.1:9300"]
+inject = [{inject}]
+"#
+            )
+        };
+        let sources = parse(
+            &config(r#"{ host = "api.tracker.example", header = "Authorization", value = "Bearer ${credential:tracker}" }"#),
+            Path::new("."),
+            &no_env,
+            None,
+        )
+        .unwrap();
         assert_eq!(
             sources[0].grants.network.inject[0].value,
-            "Bearer from-flag"
+            Injected::Caller {
+                source: "tracker".into(),
+                before: "Bearer ".into(),
+                after: String::new(),
+            }
         );
-        std::fs::remove_dir_all(&dir).unwrap();
+        for (inject, expected) in [
+            (
+                r#"{ host = "api.tracker.example", header = "Authorization", value = "Bearer ${credential:wiki}" }"#,
+                "`${credential:wiki}` names no source: add [credentials.wiki] to moat.toml (it has tracker)",
+            ),
+            (
+                // Granted to the plugin, but not a host the source's credentials may go to.
+                r#"{ host = "other.example", header = "Authorization", value = "Bearer ${credential:tracker}" }"#,
+                "[credentials.tracker] may be sent only to https://api.tracker.example, http://127.0.0.1:9300, and https://other.example is not one of them",
+            ),
+            (
+                r#"{ host = "http://127.0.0.1:9300", header = "Authorization", value = "${credential:tracker}${credential:tracker}" }"#,
+                "a value may name one credential only",
+            ),
+        ] {
+            let error = parse(&config(inject), Path::new("."), &no_env, None).unwrap_err();
+            assert!(
+                format!("{error:#}").contains(expected),
+                "{inject}: {error:#}"
+            );
+        }
     }
 
     #[test]

@@ -4,6 +4,7 @@
 
 pub mod cluster;
 pub mod config;
+mod credentials;
 pub mod exposure;
 pub mod reload;
 pub mod service;

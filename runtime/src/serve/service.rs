@@ -234,6 +234,8 @@ pub struct Service {
     pub drain: Option<Duration>,
     /// The Redis replicas share state through, when they do.
     pub cluster: Option<crate::cluster::Settings>,
+    /// The sources of callers' own credentials for upstreams (`[credentials]`).
+    pub credentials: BTreeMap<String, crate::upstream::Source>,
 }
 
 impl Service {
@@ -254,12 +256,16 @@ pub(super) struct Tables<'a> {
     pub http: Option<HttpEntry>,
     pub telemetry: Option<TelemetryEntry>,
     pub cluster: Option<super::cluster::ClusterEntry>,
+    pub credentials: BTreeMap<String, super::credentials::CredentialsEntry>,
     pub base: &'a Path,
     pub expand: &'a dyn Fn(&str) -> Result<String>,
 }
 
 pub(super) fn parse(tables: Tables) -> Result<Service> {
-    let mut service = Service::default();
+    let mut service = Service {
+        credentials: super::credentials::sources(&tables.credentials, tables.expand)?,
+        ..Service::default()
+    };
     let auth = tables.auth.unwrap_or_default();
     service.token_file = auth.token_file.map(|f| tables.base.join(f));
     if let Some(resource) = &auth.resource {
@@ -411,6 +417,7 @@ mod tests {
             http: tables.http,
             telemetry: tables.telemetry,
             cluster: None,
+            credentials: BTreeMap::new(),
             base: Path::new("/srv/moat"),
             expand: &expand,
         })

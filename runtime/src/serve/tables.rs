@@ -173,6 +173,7 @@ impl Tables {
             self.state_key = service.request_state_key.clone();
         }
         catalogue.set_tool_sets(service.tool_sets(&self.policy.deny_tools));
+        catalogue.set_credential_sources(service.credentials)?;
         catalogue
             .quotas()
             .configure(service.default_quota, service.quotas);

@@ -70,6 +70,7 @@ async fn delete(notebook: &Plugin, client: Option<Arc<Answering>>) -> Result<Str
     let exchange = Exchange {
         events: None,
         client: client.map(|c| c as Arc<dyn Client>),
+        credentials: None,
     };
     let outcome = notebook
         .call_asking(tool, json!({"name": "first"}).as_object(), exchange)

@@ -32,6 +32,7 @@ fn job(registry: &Arc<Registry>, tool: &str, arguments: Value) -> Job {
         tool: tool.into(),
         arguments: arguments.as_object().cloned(),
         capabilities: serde_json::from_value(json!({"elicitation": {}})).unwrap(),
+        credentials: None,
     }
 }
 
@@ -39,7 +40,7 @@ fn job(registry: &Arc<Registry>, tool: &str, arguments: Value) -> Job {
 async fn until(tasks: &Arc<Tasks>, principal: &str, id: &str, status: TaskStatus) -> Value {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
-        let task: DetailedTask = tasks.get(principal, id).await.unwrap();
+        let task: DetailedTask = tasks.get(principal, id, None).await.unwrap();
         if task.status() == status {
             return serde_json::to_value(rmcp::model::GetTaskResult::new(task)).unwrap();
         }
@@ -73,14 +74,19 @@ async fn a_task_runs_to_its_result_for_its_principal_only() {
     let id = &task.task_id;
     assert!(
         tasks
-            .get("bob", id)
+            .get("bob", id, None)
             .await
             .unwrap_err()
             .message
             .contains("unknown task")
     );
     assert!(tasks.cancel("bob", id).await.is_err());
-    assert!(tasks.update("bob", id, &Default::default()).await.is_err());
+    assert!(
+        tasks
+            .update("bob", id, &Default::default(), None)
+            .await
+            .is_err()
+    );
     // Cancelling an ended task changes nothing.
     tasks.cancel("alice", id).await.unwrap();
     until(&tasks, "alice", id, TaskStatus::Completed).await;
@@ -115,7 +121,7 @@ async fn a_task_waits_for_every_answer_of_its_round() {
         ("nobody".to_string(), json!({})),
     ];
     tasks
-        .update("alice", id, &partial.into_iter().collect())
+        .update("alice", id, &partial.into_iter().collect(), None)
         .await
         .unwrap();
     let still = until(&tasks, "alice", id, TaskStatus::InputRequired).await;
@@ -128,6 +134,7 @@ async fn a_task_waits_for_every_answer_of_its_round() {
             "alice",
             id,
             &[("user_color".to_string(), color)].into_iter().collect(),
+            None,
         )
         .await
         .unwrap();
@@ -135,7 +142,7 @@ async fn a_task_waits_for_every_answer_of_its_round() {
     assert_eq!(done["result"]["content"][0]["text"], "Ada likes teal.");
     assert!(
         tasks
-            .update("alice", id, &Default::default())
+            .update("alice", id, &Default::default(), None)
             .await
             .is_err(),
         "nothing is pending"
@@ -250,7 +257,7 @@ async fn a_task_runs_in_one_of_its_principals_call_slots() {
         .unwrap();
     let id = &task.task_id;
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let waiting = tasks.get("alice", id).await.unwrap();
+    let waiting = tasks.get("alice", id, None).await.unwrap();
     assert_eq!(
         waiting.status(),
         TaskStatus::Working,

@@ -285,6 +285,7 @@ async fn a_form_carries_its_constraints_and_an_answer_that_breaks_them_is_refuse
         let exchange = Exchange {
             events: None,
             client: Some(client as std::sync::Arc<dyn Client>),
+            credentials: None,
         };
         let plugin = plugin.clone();
         async move {

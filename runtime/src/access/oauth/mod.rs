@@ -5,7 +5,7 @@
 //! OpenID discovery) says where both are, and is fetched on first use, so that moat starts while
 //! its authorization server is down and recovers when it returns.
 
-mod body;
+pub(crate) mod body;
 pub mod claims;
 pub mod introspection;
 pub mod jwks;

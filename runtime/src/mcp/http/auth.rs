@@ -13,8 +13,8 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
-use crate::access::Principal;
-use crate::access::authenticator::{Authenticator, Refusal};
+use crate::access::authenticator::{Authenticator, Refusal, bearer_token};
+use crate::access::{AccessToken, Principal, Via};
 use crate::mcp::catalogue::Catalogue;
 use crate::mcp::http::{Gate, Live};
 
@@ -168,6 +168,14 @@ pub async fn authenticate(
         .map(HeaderValue::as_bytes);
     match authenticator.authenticate(credential).await {
         Ok(principal) => {
+            // An OAuth caller's token stays with its request, for the exchanges of
+            // `[credentials]` made on its behalf.
+            if matches!(principal.via, Via::Jwt | Via::Introspection)
+                && let Some(token) = credential.and_then(|c| bearer_token(c).ok())
+            {
+                let token = AccessToken::new(token);
+                request.extensions_mut().insert(token);
+            }
             request.extensions_mut().insert(principal.clone());
             CALLER.scope(principal, next.run(request)).await
         }

@@ -38,6 +38,7 @@ use crate::mcp::asking::{self, Round, Rounds};
 use crate::plugin::registry::Registry;
 use crate::plugin::{CallError, Exchange};
 use crate::sandbox::host::{Detach, Question};
+use crate::sandbox::network::CallCredentials;
 use store::{Record, Runner, State, Store, now, now_ms, unreachable};
 
 /// How long a task is kept, from when it began.
@@ -58,7 +59,13 @@ pub struct Job {
     pub arguments: Option<JsonObject>,
     /// What the client declared it can be asked.
     pub capabilities: ClientCapabilities,
+    /// The caller's credentials for the headers moat injects (`[credentials]`).
+    pub credentials: Credentials,
 }
+
+/// A caller's credentials for a run, when `[credentials]` names sources: those of whoever
+/// started, answered or polled the task (always its owner).
+pub type Credentials = Option<Arc<dyn CallCredentials>>;
 
 /// Every task kept, and the runs of their tools on this replica.
 pub struct Tasks {
@@ -122,7 +129,7 @@ impl Tasks {
             runner: Some(runner.clone()),
         };
         self.store.create(&id, &record).await?;
-        self.run(&id, &runner, job.registry, &record);
+        self.run(&id, &runner, job.registry, &record, job.credentials);
         Ok(record.task(&id))
     }
 
@@ -135,7 +142,14 @@ impl Tasks {
     }
 
     /// Runs the task's tool (again), as `runner`, with the rounds answered so far.
-    fn run(self: &Arc<Self>, id: &str, runner: &Runner, registry: Arc<Registry>, record: &Record) {
+    fn run(
+        self: &Arc<Self>,
+        id: &str,
+        runner: &Runner,
+        registry: Arc<Registry>,
+        record: &Record,
+        credentials: Credentials,
+    ) {
         let tasks = self.clone();
         let (id, run) = (id.to_string(), runner.run.clone());
         let principal = record.principal.clone();
@@ -145,7 +159,7 @@ impl Tasks {
         runs.retain(|_, handle| !handle.is_finished());
         let handle = tokio::spawn(async move {
             let slot = tasks.quotas.wait_for_call(&principal).await;
-            let state = run_tool(&registry, call, capabilities, answered).await;
+            let state = run_tool(&registry, call, (capabilities, credentials), answered).await;
             drop(slot);
             tasks.finish(&id, &run, state).await;
         });
@@ -208,13 +222,17 @@ impl Tasks {
         self: &Arc<Self>,
         principal: &str,
         id: &str,
+        credentials: Credentials,
     ) -> Result<DetailedTask, McpError> {
         let mut record = self.record_of(principal, id).await?;
         if let (State::Working, Some(runner)) = (&record.state, &record.runner)
             && !self.store.alive(&runner.instance).await
         {
             let (dead, tool) = (runner.clone(), record.tool.clone());
-            record = self.orphaned(id, dead, &tool).await?.unwrap_or(record);
+            record = self
+                .orphaned(id, dead, &tool, credentials)
+                .await?
+                .unwrap_or(record);
         }
         let payload = match &record.state {
             State::Working => TaskPayload::Working,
@@ -246,6 +264,7 @@ impl Tasks {
         id: &str,
         dead: Runner,
         tool: &str,
+        credentials: Credentials,
     ) -> Result<Option<Record>, McpError> {
         let registry = self.serving.borrow().clone();
         let idempotent = registry.find(tool).is_some_and(|(_, tool)| {
@@ -285,7 +304,7 @@ impl Tasks {
                     "replica {} died running this task; running its @idempotent tool again here",
                     replica_name(&dead.instance)
                 );
-                self.run(id, &replay, registry, &record);
+                self.run(id, &replay, registry, &record, credentials);
                 Some(record)
             }
             Some((_, record)) => Some(record),
@@ -300,6 +319,7 @@ impl Tasks {
         principal: &str,
         id: &str,
         responses: &InputResponses,
+        credentials: Credentials,
     ) -> Result<(), McpError> {
         let next = self.runner()?;
         let changed = self
@@ -338,7 +358,7 @@ impl Tasks {
         };
         if complete? {
             let registry = self.serving.borrow().clone();
-            self.run(id, &next, registry, &record);
+            self.run(id, &next, registry, &record, credentials);
         }
         Ok(())
     }
@@ -397,7 +417,7 @@ async fn stop_runs_cancelled_elsewhere(
 async fn run_tool(
     registry: &Registry,
     (tool, arguments): (String, Option<JsonObject>),
-    capabilities: ClientCapabilities,
+    (capabilities, credentials): (ClientCapabilities, Credentials),
     answered: Vec<Round>,
 ) -> State {
     let Some((plugin, tool)) = registry.find(&tool) else {
@@ -407,6 +427,7 @@ async fn run_tool(
     let exchange = Exchange {
         events: None,
         client: Some(Arc::new(client)),
+        credentials,
     };
     let outcome = plugin.call_asking(tool, arguments.as_ref(), exchange).await;
     match outcome.result {

@@ -27,11 +27,13 @@ use crate::sandbox::guest_log::{GuestLog, Severity};
 
 mod address;
 mod grant;
+mod redact;
 mod requests;
 mod resolve;
 
 pub use grant::{HostPattern, NetworkGrant, PortPattern, Scheme};
-pub use requests::{HttpHooks, Injection};
+pub use redact::Secret;
+pub use requests::{CallCredentials, HttpHooks, Injected, Injection};
 pub use resolve::{Resolve, Resolver};
 
 use address::reserved;
@@ -187,11 +189,57 @@ impl Network {
         }
     }
 
-    fn inject(&self, target: &Target, headers: &mut http::HeaderMap) {
+    /// Adds the headers meant for `target`, taking the place of the guest's own: fixed values
+    /// as they are, a caller's credential from `credentials`. Gives back what was added, or why
+    /// a credential is missing (then nothing is sent).
+    async fn inject(
+        &self,
+        target: &Target,
+        headers: &mut http::HeaderMap,
+        credentials: Option<&dyn CallCredentials>,
+    ) -> Result<Added, String> {
+        let mut added = Added::default();
         for injection in self.inject.iter().filter(|i| i.to.matches(target)) {
-            headers.insert(injection.header.clone(), injection.value.clone());
+            let value = match &injection.value {
+                Injected::Fixed(value) => {
+                    added.secrets.extend(Secret::of_header(value.as_bytes()));
+                    value.clone()
+                }
+                Injected::Caller {
+                    source,
+                    before,
+                    after,
+                } => {
+                    let Some(credentials) = credentials else {
+                        return Err(format!(
+                            "its credential \"{source}\" is given per caller, and this call \
+                             has none"
+                        ));
+                    };
+                    let token = credentials.get(source).await?;
+                    let mut value = http::HeaderValue::try_from(format!("{before}{token}{after}"))
+                        .map_err(|_| {
+                            format!("the credential \"{source}\" is not a valid header value")
+                        })?;
+                    value.set_sensitive(true);
+                    added.secrets.extend(Secret::new(token.into_bytes()));
+                    added.sources.push(source.clone());
+                    value
+                }
+            };
+            headers.insert(injection.header.clone(), value);
         }
+        Ok(added)
     }
+}
+
+/// What [`Network::inject`] added to a request.
+#[derive(Debug, Default, PartialEq)]
+pub(super) struct Added {
+    /// The credentials, to be taken out of the answer.
+    secrets: Vec<Secret>,
+    /// The sources of the callers' credentials among them.
+    sources: Vec<String>,
 }
 
 /// The denials of one call, shared by the hooks that record them and the call that reports them.

@@ -1,5 +1,5 @@
 //! Requests over `wasi:http`: checked against the grants, sent by moat itself to the address it
-//! checked, with the operator's header injections added on the way.
+//! checked, with the operator's header injections added on the way and taken out of the answer.
 
 use std::fmt;
 use std::future::Future;
@@ -12,7 +12,7 @@ use http_body_util::BodyExt;
 use wasmtime_wasi_http::io::TokioIo;
 use wasmtime_wasi_http::{Error as HttpError, RequestOptions, WasiBody, WasiHttpHooks};
 
-use super::{Denials, Network, NetworkGrant, Scheme, Unsent};
+use super::{Denials, Network, NetworkGrant, Scheme, Unsent, redact};
 
 /// How long a connection may take when the guest sets no timeout; the call's deadline bounds
 /// everything else.
@@ -28,8 +28,36 @@ pub struct Injection {
     /// Always names a scheme (see [`Injection::target`]).
     pub to: NetworkGrant,
     pub header: HeaderName,
-    /// Marked sensitive, so that it is never logged.
-    pub value: HeaderValue,
+    pub value: Injected,
+}
+
+/// What an injected header holds.
+#[derive(Clone, PartialEq)]
+pub enum Injected {
+    /// The same value for every call; marked sensitive, so that it is never logged.
+    Fixed(HeaderValue),
+    /// The calling principal's credential from a source of `[credentials]`, between two fixed
+    /// parts: `Bearer ` and the caller's token.
+    Caller {
+        source: String,
+        before: String,
+        after: String,
+    },
+}
+
+/// A call's credentials from the sources of `[credentials]`, for the principal the call acts
+/// for: bound to each call by the layer that knows who is calling, so that an instance can hold
+/// no one's credential but its own caller's.
+pub trait CallCredentials: Send + Sync {
+    /// The caller's credential from `source`, or why there is none (shown to the caller and the
+    /// audit log: it must never quote a credential).
+    fn get<'a>(
+        &'a self,
+        source: &'a str,
+    ) -> std::pin::Pin<Box<dyn Future<Output = Result<String, String>> + Send + 'a>>;
+
+    /// The upstream refused the credential from `source` (HTTP 401): it is not to be sent again.
+    fn refused(&self, source: &str);
 }
 
 impl Injection {
@@ -59,8 +87,17 @@ impl fmt::Debug for Injection {
         f.debug_struct("Injection")
             .field("to", &self.to)
             .field("header", &self.header)
-            .field("value", &"<redacted>")
+            .field("value", &self.value)
             .finish()
+    }
+}
+
+impl fmt::Debug for Injected {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Fixed(_) => f.write_str("<redacted>"),
+            Self::Caller { source, .. } => write!(f, "${{credential:{source}}}"),
+        }
     }
 }
 
@@ -70,6 +107,8 @@ pub struct HttpHooks {
     pub plugin: Arc<str>,
     pub network: Arc<Network>,
     pub denials: Denials,
+    /// The current call's caller's credentials; none between calls.
+    pub credentials: Option<Arc<dyn CallCredentials>>,
 }
 
 type SendResult = Result<
@@ -90,6 +129,7 @@ impl WasiHttpHooks for HttpHooks {
         let plugin = self.plugin.clone();
         let network = self.network.clone();
         let denials = self.denials.clone();
+        let credentials = self.credentials.clone();
         Box::new(async move {
             let checked = match check_method(request.method(), &plugin) {
                 Ok(()) => network.check_request(request.uri(), &plugin).await,
@@ -109,9 +149,26 @@ impl WasiHttpHooks for HttpHooks {
                     });
                 }
             };
-            network.inject(&target, request.headers_mut());
+            let added = match network
+                .inject(&target, request.headers_mut(), credentials.as_deref())
+                .await
+            {
+                Ok(added) => added,
+                Err(why) => {
+                    denials.record(format!("network access to {target} denied: {why}"));
+                    return Err(HttpError::HttpRequestDenied);
+                }
+            };
             let uri = request.uri().clone();
-            send(request, &addrs, &uri, options).await
+            let (response, io) = send(request, &addrs, &uri, options).await?;
+            if response.status() == http::StatusCode::UNAUTHORIZED
+                && let Some(credentials) = &credentials
+            {
+                for source in &added.sources {
+                    credentials.refused(source);
+                }
+            }
+            Ok((redact::response(response, added.secrets), io))
         })
     }
 }

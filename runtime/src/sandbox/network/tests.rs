@@ -240,7 +240,7 @@ fn injecting(to: &str) -> Network {
         inject: vec![Injection {
             to: Injection::target(to).unwrap(),
             header: HeaderName::from_static("authorization"),
-            value: HeaderValue::from_static("Bearer t"),
+            value: Injected::Fixed(HeaderValue::from_static("Bearer t")),
         }],
         ..Network::default()
     }
@@ -256,8 +256,19 @@ fn injected(network: &Network, uri: &str) -> http::HeaderMap {
     };
     let port = uri.port_u16().unwrap_or(scheme.default_port());
     let mut headers = http::HeaderMap::new();
-    network.inject(&Target { scheme, host, port }, &mut headers);
+    inject(network, &Target { scheme, host, port }, &mut headers).unwrap();
     headers
+}
+
+fn inject(
+    network: &Network,
+    target: &Target,
+    headers: &mut http::HeaderMap,
+) -> Result<Added, String> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    runtime.block_on(network.inject(target, headers, None))
 }
 
 #[test]
@@ -270,7 +281,7 @@ fn injections_match_their_host_only() {
         host: Host::Name("api.example.org".into()),
         port: 443,
     };
-    network.inject(&target, &mut headers);
+    inject(&network, &target, &mut headers).unwrap();
     assert_eq!(headers["authorization"], "Bearer t");
     assert!(injected(&network, "https://evil.example/").is_empty());
     assert!(!format!("{network:?}").contains("Bearer t"));
@@ -350,4 +361,100 @@ async fn a_granted_name_that_does_not_resolve_fails_without_a_denial() {
         .await
         .unwrap_err();
     assert!(matches!(denied, Unsent::Denied(_)), "{denied:?}");
+}
+
+/// Credentials that answer for one caller.
+struct Caller(&'static str);
+
+impl CallCredentials for Caller {
+    fn get<'a>(
+        &'a self,
+        source: &'a str,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<String, String>> + Send + 'a>>
+    {
+        Box::pin(async move {
+            match source {
+                "tracker" => Ok(format!("token-of-{}", self.0)),
+                _ => Err(format!("no credential \"{source}\" for {}", self.0)),
+            }
+        })
+    }
+
+    fn refused(&self, _: &str) {}
+}
+
+fn injecting_credential(source: &str) -> Network {
+    Network {
+        inject: vec![Injection {
+            to: Injection::target("api.example.org").unwrap(),
+            header: HeaderName::from_static("authorization"),
+            value: Injected::Caller {
+                source: source.into(),
+                before: "Bearer ".into(),
+                after: String::new(),
+            },
+        }],
+        ..Network::default()
+    }
+}
+
+#[tokio::test]
+async fn a_callers_credential_goes_in_for_that_caller_only() {
+    let network = injecting_credential("tracker");
+    let target = Target {
+        scheme: Scheme::Https,
+        host: Host::Name("api.example.org".into()),
+        port: 443,
+    };
+    for who in ["alice", "bob"] {
+        let mut headers = http::HeaderMap::new();
+        let added = network
+            .inject(&target, &mut headers, Some(&Caller(who)))
+            .await
+            .unwrap();
+        assert_eq!(headers["authorization"], format!("Bearer token-of-{who}"));
+        assert!(headers["authorization"].is_sensitive());
+        assert_eq!(
+            added,
+            Added {
+                secrets: vec![Secret::new(format!("token-of-{who}").into_bytes()).unwrap()],
+                sources: vec!["tracker".into()],
+            }
+        );
+    }
+    // Another host gets nothing, and asks for nothing.
+    let elsewhere = Target {
+        host: Host::Name("evil.example".into()),
+        ..target
+    };
+    let mut headers = http::HeaderMap::new();
+    let none = network
+        .inject(&elsewhere, &mut headers, None)
+        .await
+        .unwrap();
+    assert!(headers.is_empty() && none == Added::default());
+}
+
+#[tokio::test]
+async fn a_request_without_its_callers_credential_is_not_sent() {
+    let target = Target {
+        scheme: Scheme::Https,
+        host: Host::Name("api.example.org".into()),
+        port: 443,
+    };
+    let mut headers = http::HeaderMap::new();
+    let no_caller = injecting_credential("tracker")
+        .inject(&target, &mut headers, None)
+        .await
+        .unwrap_err();
+    assert!(
+        no_caller.contains("given per caller, and this call has none"),
+        "{no_caller}"
+    );
+    let unknown = injecting_credential("wiki")
+        .inject(&target, &mut headers, Some(&Caller("alice")))
+        .await
+        .unwrap_err();
+    assert_eq!(unknown, "no credential \"wiki\" for alice");
+    assert!(headers.is_empty());
 }

@@ -1,0 +1,206 @@
+//! `[credentials.NAME]`: where a caller's own credential for an upstream comes from, for the
+//! `inject` entries that name it (`value = "Bearer ${credential:NAME}"`).
+//!
+//! ```toml
+//! [credentials.tracker]
+//! hosts = ["api.tracker.example"]                 # where its credentials may go (https)
+//! principals = { "key:ci" = "${secret:CI_TRACKER_TOKEN}" }
+//! exchange = { token_endpoint = "https://id.example.com/token", client_id = "moat",
+//!              client_secret = "${secret:EXCHANGE}", audience = "https://api.tracker.example" }
+//! ```
+
+use std::collections::{BTreeMap, HashMap};
+
+use anyhow::{Context, Result, bail};
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+use crate::access::oauth::check_issuer_url;
+use crate::sandbox::network::{Injection, NetworkGrant};
+use crate::upstream::{Secret, Source, exchange};
+
+/// One source of per-caller credentials.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(super) struct CredentialsEntry {
+    /// The hosts its credentials may be sent to, as `inject` names them (no scheme: https
+    /// only); every `inject` entry using this source must go to one of them.
+    #[schemars(length(min = 1))]
+    hosts: Vec<String>,
+    /// A fixed credential for each principal named (`key:ci`, `stdio`, a token's `sub`), from
+    /// the secrets file: `{ "key:ci" = "${secret:CI_TRACKER_TOKEN}" }`. Asked first.
+    #[serde(default)]
+    principals: BTreeMap<String, String>,
+    /// Token exchange (RFC 8693): the caller's OAuth access token traded for one meant for
+    /// the upstream, as moat's own client of the authorization server.
+    exchange: Option<ExchangeEntry>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct ExchangeEntry {
+    /// The authorization server's token endpoint: https, or http to loopback.
+    token_endpoint: String,
+    client_id: String,
+    /// Its secret; `${secret:NAME}` takes it from the secrets file.
+    client_secret: String,
+    /// The upstream as the authorization server names it (`audience`).
+    audience: Option<String>,
+    /// The upstream's URL (`resource`, RFC 8707).
+    resource: Option<String>,
+    /// The scopes to ask for, space-separated.
+    scope: Option<String>,
+}
+
+/// The sources of `entries`, `${secret:NAME}` and `${env:NAME}` replaced by `expand`.
+pub(super) fn sources(
+    entries: &BTreeMap<String, CredentialsEntry>,
+    expand: &dyn Fn(&str) -> Result<String>,
+) -> Result<BTreeMap<String, Source>> {
+    entries
+        .iter()
+        .map(|(name, entry)| {
+            let source =
+                source(entry, expand).with_context(|| format!("in [credentials.{name}]"))?;
+            Ok((name.clone(), source))
+        })
+        .collect()
+}
+
+fn source(entry: &CredentialsEntry, expand: &dyn Fn(&str) -> Result<String>) -> Result<Source> {
+    if entry.hosts.is_empty() {
+        bail!("`hosts` is empty, so its credentials could go nowhere");
+    }
+    let hosts = entry
+        .hosts
+        .iter()
+        .map(|h| Injection::target(h).with_context(|| format!("host \"{h}\"")))
+        .collect::<Result<Vec<NetworkGrant>>>()?;
+    let mut principals = HashMap::new();
+    for (principal, value) in &entry.principals {
+        // The error must not quote the value: it may hold a secret.
+        let value = expand(value).with_context(|| format!("principals \"{principal}\""))?;
+        if value.is_empty() {
+            bail!("principals \"{principal}\": the credential is empty");
+        }
+        principals.insert(principal.clone(), Secret(value));
+    }
+    let exchange = match &entry.exchange {
+        Some(e) => {
+            check_issuer_url(&e.token_endpoint).context("exchange token_endpoint")?;
+            if e.audience.is_none() && e.resource.is_none() {
+                bail!(
+                    "exchange names neither `audience` nor `resource`: the exchanged token must \
+                     be meant for the upstream, not usable anywhere"
+                );
+            }
+            Some(exchange::Settings {
+                token_endpoint: e.token_endpoint.clone(),
+                client_id: e.client_id.clone(),
+                client_secret: expand(&e.client_secret).context("exchange client_secret")?,
+                audience: e.audience.clone(),
+                resource: e.resource.clone(),
+                scope: e.scope.clone(),
+            })
+        }
+        None => None,
+    };
+    if principals.is_empty() && exchange.is_none() {
+        bail!("give `principals`, `exchange` or both: as it is, no caller would get a credential");
+    }
+    Ok(Source {
+        hosts,
+        principals,
+        exchange,
+    })
+}
+
+/// An `inject` value naming a source: what comes before `${credential:NAME}`, the name, and
+/// what comes after; `None` when it names none.
+pub(super) fn credential_reference(value: &str) -> Result<Option<(&str, &str, &str)>> {
+    const OPEN: &str = "${credential:";
+    let Some(start) = value.find(OPEN) else {
+        return Ok(None);
+    };
+    let rest = &value[start + OPEN.len()..];
+    let end = rest.find('}').context("`${credential:` without `}`")?;
+    let (name, after) = (&rest[..end], &rest[end + 1..]);
+    if name.is_empty() {
+        bail!("`${{credential:}}` names no source");
+    }
+    if after.contains(OPEN) {
+        bail!("a value may name one credential only");
+    }
+    Ok(Some((&value[..start], name, after)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<BTreeMap<String, Source>> {
+        #[derive(Deserialize)]
+        struct File {
+            credentials: BTreeMap<String, CredentialsEntry>,
+        }
+        let file: File = toml::from_str(text)?;
+        sources(&file.credentials, &|text| {
+            Ok(text.replace("${secret:CI}", "ci-token"))
+        })
+    }
+
+    #[test]
+    fn a_source_reads_its_hosts_principals_and_exchange() {
+        let sources = parse(
+            r#"
+            [credentials.tracker]
+            hosts = ["api.tracker.example", "http://127.0.0.1:9300"]
+            principals = { "key:ci" = "${secret:CI}" }
+            exchange = { token_endpoint = "http://127.0.0.1:9/token", client_id = "moat", client_secret = "s", audience = "tracker" }
+            "#,
+        )
+        .unwrap();
+        let tracker = &sources["tracker"];
+        assert_eq!(tracker.hosts.len(), 2);
+        assert_eq!(tracker.principals["key:ci"], Secret("ci-token".into()));
+        assert_eq!(
+            tracker.exchange.as_ref().unwrap().audience.as_deref(),
+            Some("tracker")
+        );
+        assert!(!format!("{tracker:?}").contains("ci-token"));
+    }
+
+    #[test]
+    fn a_source_that_could_serve_no_one_or_anywhere_is_refused() {
+        let error = |text: &str| format!("{:#}", parse(text).unwrap_err());
+        let none = error("[credentials.t]\nhosts = [\"a.example\"]\n");
+        assert!(none.contains("no caller would get a credential"), "{none}");
+        let nowhere = error("[credentials.t]\nhosts = []\nprincipals = { stdio = \"x\" }\n");
+        assert!(nowhere.contains("could go nowhere"), "{nowhere}");
+        let unbound = error(
+            "[credentials.t]\nhosts = [\"a.example\"]\n\
+             exchange = { token_endpoint = \"http://127.0.0.1:9/t\", client_id = \"m\", client_secret = \"s\" }\n",
+        );
+        assert!(
+            unbound.contains("neither `audience` nor `resource`"),
+            "{unbound}"
+        );
+        let clear = error(
+            "[credentials.t]\nhosts = [\"a.example\"]\n\
+             exchange = { token_endpoint = \"http://id.example/t\", client_id = \"m\", client_secret = \"s\", audience = \"a\" }\n",
+        );
+        assert!(clear.contains("plain http only to loopback"), "{clear}");
+    }
+
+    #[test]
+    fn an_inject_value_names_at_most_one_credential() {
+        assert_eq!(
+            credential_reference("Bearer ${credential:tracker}").unwrap(),
+            Some(("Bearer ", "tracker", ""))
+        );
+        assert_eq!(credential_reference("Bearer ${secret:T}").unwrap(), None);
+        assert!(credential_reference("${credential:a}${credential:b}").is_err());
+        assert!(credential_reference("${credential:}").is_err());
+        assert!(credential_reference("${credential:a").is_err());
+    }
+}

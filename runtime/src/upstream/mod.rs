@@ -1,0 +1,237 @@
+//! The credentials a plugin's requests carry upstream for the one who called (`[credentials]`).
+//!
+//! A plugin's `inject` entry may take its value from a source (`${credential:NAME}`) instead of
+//! a fixed secret: then each call's requests to that source's hosts carry the calling
+//! principal's own credential, so the upstream sees, and audits, the person who asked. The
+//! guest never holds it: moat adds it on the way out and takes it out of the answer
+//! (`sandbox::network`). A source gives a principal its credential from, in this order:
+//! - `principals`: a secret of the secrets file named for that principal (machine clients,
+//!   API keys, the stdio user);
+//! - `exchange`: the caller's own access token, traded at the authorization server for one
+//!   meant for the upstream (RFC 8693), kept until shortly before it expires.
+//!
+//! A call whose caller has no credential from a source sends no request that needs one: the
+//! guest gets a denied request and the caller a tool error saying why.
+
+use std::collections::{BTreeMap, HashMap};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+
+use crate::access::{AccessToken, Principal};
+use crate::sandbox::network::{CallCredentials, NetworkGrant};
+
+pub mod exchange;
+
+/// How long an exchange may take.
+const EXCHANGE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// One source of `[credentials]`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Source {
+    /// The hosts its credentials may be sent to; an `inject` entry using it must go to one.
+    pub hosts: Vec<NetworkGrant>,
+    /// A fixed credential for each principal named.
+    pub principals: HashMap<String, Secret>,
+    /// Token exchange for OAuth callers.
+    pub exchange: Option<exchange::Settings>,
+}
+
+/// A credential read from the secrets file; it never prints.
+#[derive(Clone, PartialEq)]
+pub struct Secret(pub String);
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("<redacted>")
+    }
+}
+
+/// Every source, as moat serves them now, with the tokens exchanged so far.
+pub struct Broker {
+    sources: BTreeMap<String, Source>,
+    kept: exchange::Kept,
+    http: reqwest::Client,
+}
+
+impl Broker {
+    pub fn new(sources: BTreeMap<String, Source>) -> Result<Self> {
+        crate::supply::source::install_tls_provider();
+        let http = reqwest::Client::builder()
+            .user_agent(concat!("moat/", env!("CARGO_PKG_VERSION")))
+            .redirect(reqwest::redirect::Policy::none())
+            .timeout(EXCHANGE_TIMEOUT)
+            .build()
+            .context("setting up the HTTP client for token exchange")?;
+        Ok(Self {
+            sources,
+            kept: exchange::Kept::default(),
+            http,
+        })
+    }
+
+    /// Whether any source is configured: without one, calls need no credentials bound.
+    pub fn is_empty(&self) -> bool {
+        self.sources.is_empty()
+    }
+
+    pub fn sources(&self) -> &BTreeMap<String, Source> {
+        &self.sources
+    }
+
+    /// The credentials of one call made by `principal`, who sent `token` (an OAuth caller).
+    pub fn for_call(
+        self: &Arc<Self>,
+        principal: &Principal,
+        token: Option<AccessToken>,
+    ) -> Arc<Caller> {
+        Arc::new(Caller {
+            broker: self.clone(),
+            principal: principal.name.clone(),
+            token,
+            used: Mutex::default(),
+        })
+    }
+
+    async fn credential(
+        &self,
+        name: &str,
+        principal: &str,
+        token: Option<&AccessToken>,
+    ) -> Result<String, String> {
+        let Some(source) = self.sources.get(name) else {
+            return Err(format!(
+                "the credential source \"{name}\" is no longer configured"
+            ));
+        };
+        if let Some(secret) = source.principals.get(principal) {
+            return Ok(secret.0.clone());
+        }
+        let Some(settings) = &source.exchange else {
+            return Err(format!(
+                "the credential source \"{name}\" has nothing for principal \"{principal}\" \
+                 (it names a secret for some principals only)"
+            ));
+        };
+        if let Some(kept) = self.kept.get(name, principal) {
+            return Ok(kept);
+        }
+        let Some(token) = token else {
+            return Err(format!(
+                "the credential source \"{name}\" exchanges the caller's OAuth access token, and \
+                 principal \"{principal}\" signed in without one"
+            ));
+        };
+        let exchanged = exchange::exchange(&self.http, settings, token.secret())
+            .await
+            .map_err(|why| format!("no credential from \"{name}\": {why}"))?;
+        tracing::debug!(source = name, principal, "exchanged an access token");
+        self.kept.keep(name, principal, &exchanged);
+        Ok(exchanged.access_token)
+    }
+}
+
+/// The credentials of one call, for its principal only; it tells which sources the call used.
+pub struct Caller {
+    broker: Arc<Broker>,
+    principal: String,
+    token: Option<AccessToken>,
+    used: Mutex<Vec<String>>,
+}
+
+impl Caller {
+    /// The sources whose credentials the call's requests carried, each once.
+    pub fn used(&self) -> Vec<String> {
+        self.used.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+}
+
+impl CallCredentials for Caller {
+    fn get<'a>(
+        &'a self,
+        source: &'a str,
+    ) -> Pin<Box<dyn Future<Output = Result<String, String>> + Send + 'a>> {
+        Box::pin(async move {
+            let credential = self
+                .broker
+                .credential(source, &self.principal, self.token.as_ref())
+                .await?;
+            let mut used = self.used.lock().unwrap_or_else(|e| e.into_inner());
+            if !used.iter().any(|u| u == source) {
+                used.push(source.to_string());
+            }
+            Ok(credential)
+        })
+    }
+
+    fn refused(&self, source: &str) {
+        // An exchanged token the upstream no longer takes (revoked, its rights changed): the
+        // next request exchanges anew. A fixed secret stays what the operator configured.
+        self.broker.kept.forget(source, &self.principal);
+        tracing::info!(
+            source,
+            principal = self.principal,
+            "the upstream refused the credential (HTTP 401); the next request gets a new one"
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn broker(source: Source) -> Arc<Broker> {
+        Arc::new(Broker::new(BTreeMap::from([("tracker".to_string(), source)])).unwrap())
+    }
+
+    #[tokio::test]
+    async fn a_principal_gets_its_own_secret_and_no_one_elses() {
+        let broker = broker(Source {
+            hosts: vec!["https://tracker.example".parse().unwrap()],
+            principals: HashMap::from([
+                ("key:ci".to_string(), Secret("ci-secret".into())),
+                ("stdio".to_string(), Secret("my-secret".into())),
+            ]),
+            exchange: None,
+        });
+        let ci = broker.for_call(&Principal::api_key("ci"), None);
+        assert_eq!(ci.get("tracker").await.unwrap(), "ci-secret");
+        assert_eq!(ci.used(), ["tracker"]);
+        let me = broker.for_call(&Principal::stdio("stdio"), None);
+        assert_eq!(me.get("tracker").await.unwrap(), "my-secret");
+        let other = broker.for_call(&Principal::api_key("bot"), None);
+        let why = other.get("tracker").await.unwrap_err();
+        assert!(why.contains("nothing for principal \"key:bot\""), "{why}");
+        assert!(other.used().is_empty());
+        let gone = ci.get("wiki").await.unwrap_err();
+        assert!(gone.contains("\"wiki\" is no longer configured"), "{gone}");
+    }
+
+    #[tokio::test]
+    async fn an_exchange_needs_the_callers_access_token() {
+        let broker = broker(Source {
+            hosts: vec!["https://tracker.example".parse().unwrap()],
+            principals: HashMap::new(),
+            exchange: Some(exchange::Settings {
+                token_endpoint: "http://127.0.0.1:9/token".into(),
+                client_id: "moat".into(),
+                client_secret: "s".into(),
+                audience: None,
+                resource: None,
+                scope: None,
+            }),
+        });
+        let why = broker
+            .for_call(&Principal::api_key("ci"), None)
+            .get("tracker")
+            .await
+            .unwrap_err();
+        assert!(
+            why.contains("principal \"key:ci\" signed in without one"),
+            "{why}"
+        );
+    }
+}
