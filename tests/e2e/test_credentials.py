@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import subprocess
 import threading
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -272,6 +273,23 @@ async def test_the_stdio_user_is_the_principal(setup: Setup, moat_bin: Path) -> 
         result = await client.call_tool("fetch_fetch", {"url": f"{setup.upstream.url}/whoami", "raw": True})
         text = "\n".join(block.text for block in result.content if block.type == "text")
     assert not result.is_error and "you are the-local-user" in text, text
+
+
+@pytest.mark.parametrize(("policy", "refusal"), [
+    ('credential_sources = ["wiki"]',
+     'does not allow the credential source "tracker" (its credential_sources are wiki)'),
+    ("require_token_exchange = true",
+     'requires token exchange for callers\' upstream credentials, and the credential source "tracker" '
+     "gives fixed secrets (`principals`)"),
+])
+def test_the_policy_decides_which_sources_may_serve(setup: Setup, moat_bin: Path, tmp_path: Path,
+                                                    policy: str, refusal: str) -> None:
+    path = tmp_path / "policy.toml"
+    path.write_text(f'{policy}\n[[allow]]\nname = "*"\n')
+    done = subprocess.run([str(moat_bin), "serve", "--config", str(setup.config), "--policy", str(path)],
+                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
+    assert done.returncode != 0
+    assert refusal in done.stderr, done.stderr
 
 
 # Last: it rotates the authorization server's keys, which ends every token signed before.

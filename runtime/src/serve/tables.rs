@@ -115,6 +115,15 @@ impl Tables {
         })
     }
 
+    /// Refuses `[credentials]` sources the policy does not allow.
+    fn check_credentials(&self, service: &Service) -> Result<()> {
+        for (name, source) in &service.credentials {
+            self.policy
+                .check_credential_source(name, !source.principals.is_empty())?;
+        }
+        Ok(())
+    }
+
     /// What applying `service` at start does (its HTTP settings went to the router already).
     pub fn at_start(service: Service) -> Prepared {
         Prepared {
@@ -126,6 +135,7 @@ impl Tables {
     /// Checks what `service`, read anew from the file, would change, without changing
     /// anything: an error names each setting that waits for a restart.
     pub fn prepare(&self, service: Service) -> Result<Prepared> {
+        self.check_credentials(&service)?;
         let fixed = self.fixed(&service)?;
         let mut changed = Vec::new();
         if fixed.audit != self.fixed.audit {
@@ -163,6 +173,7 @@ impl Tables {
     /// much, and the key of request states.
     pub fn apply(&mut self, prepared: Prepared, catalogue: &Catalogue) -> Result<()> {
         let Prepared { service, http } = prepared;
+        self.check_credentials(&service)?;
         if service.request_state_key != self.state_key {
             // Without a key of its own moat makes one: states sealed with the old key fail.
             let sealer = match &service.request_state_key {

@@ -9,6 +9,9 @@
 //! http_bind = ["127.0.0.1", "[::1]:8080"]   # an address alone allows any port
 //! http_require_auth = true   # `moat serve --http --no-auth` is refused
 //! deny_tools = ["*_delete", "plugin:shell"]  # no caller gets these, whatever moat.toml says
+//! credential_sources = ["github", "jira-*"]   # the only [credentials] sources moat.toml may name
+//! require_token_exchange = true   # callers' upstream credentials come from the IdP, never from
+//!                                 # fixed per-principal secrets
 //!
 //! [publishers]
 //! acme = "RWQf6LRCGA9i53mlYecO4IzT51TGPpvWucNSCh1CBM0QTaLn73Y7GFO3"   # minisign public key
@@ -65,6 +68,9 @@ struct PolicyFile {
     http_require_auth: bool,
     #[serde(default)]
     deny_tools: Vec<String>,
+    credential_sources: Option<Vec<String>>,
+    #[serde(default)]
+    require_token_exchange: bool,
     #[serde(default)]
     publishers: std::collections::BTreeMap<String, String>,
     #[serde(default)]
@@ -241,6 +247,10 @@ pub struct Policy {
     pub http_require_auth: bool,
     /// Tools no caller gets, by MCP name glob or `plugin:NAME` (tool-set patterns).
     pub deny_tools: Vec<String>,
+    /// The `[credentials]` sources moat.toml may name (globs); `None`: any.
+    pub credential_sources: Option<Vec<String>>,
+    /// Whether callers' upstream credentials must come from token exchange only.
+    pub require_token_exchange: bool,
     pub publishers: Vec<TrustedKey>,
     /// `None` without a policy file: every plugin may load.
     pub allow: Option<Vec<AllowRule>>,
@@ -352,6 +362,8 @@ impl Policy {
             http_bind,
             http_require_auth: file.http_require_auth,
             deny_tools: file.deny_tools,
+            credential_sources: file.credential_sources,
+            require_token_exchange: file.require_token_exchange,
             publishers,
             allow: Some(allow),
             ceiling: file.ceiling.parse("[ceiling]")?,
@@ -363,6 +375,33 @@ impl Policy {
             Some(path) => format!("the policy {}", path.display()),
             None => "the policy".into(),
         }
+    }
+
+    /// Refuses a `[credentials]` source the policy does not allow: one `credential_sources` does
+    /// not name, or one giving fixed per-principal secrets (`fixed_secrets`) when the policy
+    /// requires token exchange.
+    pub fn check_credential_source(&self, name: &str, fixed_secrets: bool) -> Result<()> {
+        if let Some(allowed) = &self.credential_sources
+            && !allowed.iter().any(|pattern| glob_match(pattern, name))
+        {
+            bail!(
+                "{} does not allow the credential source \"{name}\" (its credential_sources \
+                 are {})",
+                self.name(),
+                match allowed.is_empty() {
+                    true => "empty".to_string(),
+                    false => allowed.join(", "),
+                }
+            );
+        }
+        if self.require_token_exchange && fixed_secrets {
+            bail!(
+                "{} requires token exchange for callers' upstream credentials, and the credential \
+                 source \"{name}\" gives fixed secrets (`principals`); remove them",
+                self.name()
+            );
+        }
+        Ok(())
     }
 
     /// Refuses a transport the policy does not allow.

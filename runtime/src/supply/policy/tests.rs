@@ -431,3 +431,32 @@ fn a_system_policy_that_cannot_be_checked_stops_moat() {
     let policy = Policy::resolve_with(&absent, Some(&named)).unwrap();
     assert_eq!(policy.source.as_deref(), Some(named.as_path()));
 }
+
+#[test]
+fn the_policy_names_the_credential_sources_and_may_require_exchange() {
+    let policy = Policy::parse(
+        "credential_sources = [\"github\", \"jira-*\"]\nrequire_token_exchange = true\n",
+    )
+    .unwrap();
+    assert!(policy.check_credential_source("github", false).is_ok());
+    assert!(policy.check_credential_source("jira-eu", false).is_ok());
+    let other = policy
+        .check_credential_source("slack", false)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        other.contains("does not allow the credential source \"slack\" (its credential_sources are github, jira-*)"),
+        "{other}"
+    );
+    let fixed = policy
+        .check_credential_source("github", true)
+        .unwrap_err()
+        .to_string();
+    assert!(fixed.contains("requires token exchange"), "{fixed}");
+    // Without a policy, any source, fixed secrets too.
+    assert!(
+        Policy::none()
+            .check_credential_source("slack", true)
+            .is_ok()
+    );
+}
