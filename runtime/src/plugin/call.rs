@@ -160,6 +160,9 @@ impl Plugin {
             .unwrap_or_else(|_| Err(DeadlineExceeded.into()));
         // The call's reports end here (the server flushes them before answering); the used store
         // goes away, and the next call's instance is made, after the answer.
+        // A request that waits for the caller to give a credential ends the call with its
+        // question, whatever the guest made of the refusal.
+        let pending_input = store.data().take_pending_input();
         store.data_mut().set_events(None);
         store.data_mut().set_client(None);
         store.data_mut().set_credentials(None);
@@ -175,6 +178,9 @@ impl Plugin {
             }
         }
         log.report_dropped();
+        if let Some(InputRequired(questions)) = pending_input {
+            return Err(CallError::InputRequired(questions));
+        }
         let results = outcome.map_err(|e| self.failure(&e, &stderr))?;
         let size: usize = results.iter().map(value_size).sum();
         if size > limits.max_result_bytes {

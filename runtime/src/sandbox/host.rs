@@ -16,7 +16,7 @@ use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 use crate::sandbox::grants::Grants;
 use crate::sandbox::guest_log::GuestLog;
 use crate::sandbox::limits::Limits;
-use crate::sandbox::network::{CallCredentials, Denials, HttpHooks};
+use crate::sandbox::network::{CallCredentials, Denials, HttpHooks, PendingInput};
 
 mod bindings {
     wasmtime::component::bindgen!({
@@ -239,6 +239,8 @@ impl HostState {
                 network: grants.network.clone(),
                 denials,
                 credentials: None,
+                client: None,
+                pending: PendingInput::default(),
             },
             config: grants.config.clone(),
         };
@@ -252,7 +254,13 @@ impl HostState {
 
     /// Whom the guest's questions go to from now on; `None`: it may ask nobody.
     pub fn set_client(&mut self, client: Option<Arc<dyn Client>>) {
+        self.http_hooks.client = client.clone();
         self.client = client;
+    }
+
+    /// The questions the call's requests left for the client, taken.
+    pub fn take_pending_input(&self) -> Option<InputRequired> {
+        self.http_hooks.pending.take()
     }
 
     /// Whose credentials the guest's requests carry from now on; `None`: no caller's.
@@ -423,6 +431,11 @@ fn mcp_questions(
     for (key, question) in questions {
         if key.is_empty() || !seen.insert(key.clone()) {
             return Err(format!("question key \"{key}\" is empty or used twice"));
+        }
+        if key.starts_with("moat:") {
+            return Err(format!(
+                "question key \"{key}\" starts with `moat:`, which names moat's own questions"
+            ));
         }
         if asked.contains(&key) {
             return Err(format!(

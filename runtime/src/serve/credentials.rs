@@ -7,6 +7,9 @@
 //! principals = { "key:ci" = "${secret:CI_TRACKER_TOKEN}" }
 //! exchange = { token_endpoint = "https://id.example.com/token", client_id = "moat",
 //!              client_secret = "${secret:EXCHANGE}", audience = "https://api.tracker.example" }
+//! consent = { authorization_endpoint = "https://tracker.example/oauth/authorize",
+//!             token_endpoint = "https://tracker.example/oauth/token", client_id = "moat",
+//!             redirect_uri = "https://tools.example.com/oauth/callback", scope = "read" }
 //! ```
 
 use std::collections::{BTreeMap, HashMap};
@@ -17,7 +20,7 @@ use serde::Deserialize;
 
 use crate::access::oauth::check_issuer_url;
 use crate::sandbox::network::{Injection, NetworkGrant};
-use crate::upstream::{Secret, Source, exchange};
+use crate::upstream::{Secret, Source, consent, exchange};
 
 /// One source of per-caller credentials.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -34,6 +37,30 @@ pub(super) struct CredentialsEntry {
     /// Token exchange (RFC 8693): the caller's OAuth access token traded for one meant for
     /// the upstream, as moat's own client of the authorization server.
     exchange: Option<ExchangeEntry>,
+    /// The caller's own consent at the upstream's authorization server (authorization code
+    /// with PKCE): asked for with a URL elicitation when the caller has no token yet, kept and
+    /// refreshed after. Asked last.
+    consent: Option<ConsentEntry>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct ConsentEntry {
+    /// Where the caller is sent to consent: https, or http to loopback.
+    authorization_endpoint: String,
+    /// Where moat trades the code for tokens: https, or http to loopback.
+    token_endpoint: String,
+    client_id: String,
+    /// Its secret, for a confidential client; `${secret:NAME}` takes it from the secrets file.
+    client_secret: Option<String>,
+    /// moat's callback as the caller's browser reaches it, ending in `/oauth/callback`, and as
+    /// registered with the authorization server.
+    #[schemars(regex(pattern = r"^https?://[^/]+(/.*)?/oauth/callback$"))]
+    redirect_uri: String,
+    /// The scopes to ask for, space-separated.
+    scope: Option<String>,
+    /// The upstream's URL, for tokens meant for it (RFC 8707).
+    resource: Option<String>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -105,13 +132,48 @@ fn source(entry: &CredentialsEntry, expand: &dyn Fn(&str) -> Result<String>) -> 
         }
         None => None,
     };
-    if principals.is_empty() && exchange.is_none() {
-        bail!("give `principals`, `exchange` or both: as it is, no caller would get a credential");
+    let consent = match &entry.consent {
+        Some(c) => {
+            check_issuer_url(&c.authorization_endpoint)
+                .context("consent authorization_endpoint")?;
+            check_issuer_url(&c.token_endpoint).context("consent token_endpoint")?;
+            let redirect = reqwest::Url::parse(&c.redirect_uri).with_context(|| {
+                format!("consent redirect_uri \"{}\" is not a URL", c.redirect_uri)
+            })?;
+            if !redirect.path().ends_with("/oauth/callback") {
+                bail!(
+                    "consent redirect_uri \"{}\" must end in /oauth/callback, where moat takes \
+                     the caller back",
+                    c.redirect_uri
+                );
+            }
+            Some(consent::Settings {
+                authorization_endpoint: c.authorization_endpoint.clone(),
+                token_endpoint: c.token_endpoint.clone(),
+                client_id: c.client_id.clone(),
+                client_secret: c
+                    .client_secret
+                    .as_deref()
+                    .map(expand)
+                    .transpose()
+                    .context("consent client_secret")?,
+                scope: c.scope.clone(),
+                resource: c.resource.clone(),
+                redirect_uri: c.redirect_uri.clone(),
+            })
+        }
+        None => None,
+    };
+    if principals.is_empty() && exchange.is_none() && consent.is_none() {
+        bail!(
+            "give `principals`, `exchange` or `consent`: as it is, no caller would get a credential"
+        );
     }
     Ok(Source {
         hosts,
         principals,
         exchange,
+        consent,
     })
 }
 

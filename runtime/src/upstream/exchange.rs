@@ -158,7 +158,7 @@ pub async fn exchange(
 
 /// What the authorization server said, cut short and without control characters, fit for an
 /// error a caller reads and a log line.
-fn plain(text: &str) -> String {
+pub(super) fn plain(text: &str) -> String {
     text.chars().filter(|c| !c.is_control()).take(200).collect()
 }
 

@@ -8,7 +8,9 @@
 //! - `principals`: a secret of the secrets file named for that principal (machine clients,
 //!   API keys, the stdio user);
 //! - `exchange`: the caller's own access token, traded at the authorization server for one
-//!   meant for the upstream (RFC 8693), kept until shortly before it expires.
+//!   meant for the upstream (RFC 8693), kept until shortly before it expires;
+//! - `consent`: the caller's own consent at the upstream's authorization server, asked for
+//!   with a URL elicitation the first time (`consent`), kept and refreshed after.
 //!
 //! A call whose caller has no credential from a source sends no request that needs one: the
 //! guest gets a denied request and the caller a tool error saying why.
@@ -22,8 +24,10 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 
 use crate::access::{AccessToken, Principal};
-use crate::sandbox::network::{CallCredentials, NetworkGrant};
+use crate::sandbox::host::Question;
+use crate::sandbox::network::{CallCredentials, Missing, NetworkGrant};
 
+pub mod consent;
 pub mod exchange;
 
 /// How long an exchange may take.
@@ -38,6 +42,8 @@ pub struct Source {
     pub principals: HashMap<String, Secret>,
     /// Token exchange for OAuth callers.
     pub exchange: Option<exchange::Settings>,
+    /// The caller's consent at the upstream's authorization server.
+    pub consent: Option<consent::Settings>,
 }
 
 /// A credential read from the secrets file; it never prints.
@@ -54,6 +60,7 @@ impl std::fmt::Debug for Secret {
 pub struct Broker {
     sources: BTreeMap<String, Source>,
     kept: exchange::Kept,
+    consents: consent::Consents,
     http: reqwest::Client,
 }
 
@@ -69,6 +76,7 @@ impl Broker {
         Ok(Self {
             sources,
             kept: exchange::Kept::default(),
+            consents: consent::Consents::default(),
             http,
         })
     }
@@ -96,41 +104,102 @@ impl Broker {
         })
     }
 
+    /// Ends a consent flow at moat's callback: the source and principal it was for.
+    pub async fn complete_consent(
+        &self,
+        state: &str,
+        code: &str,
+    ) -> Result<(String, String), String> {
+        self.consents
+            .complete(&self.http, state, code, |name| {
+                self.sources.get(name).and_then(|s| s.consent.clone())
+            })
+            .await
+    }
+
     async fn credential(
         &self,
         name: &str,
         principal: &str,
         token: Option<&AccessToken>,
-    ) -> Result<String, String> {
+    ) -> Result<String, Missing> {
         let Some(source) = self.sources.get(name) else {
-            return Err(format!(
+            return Err(Missing::Refused(format!(
                 "the credential source \"{name}\" is no longer configured"
-            ));
+            )));
         };
         if let Some(secret) = source.principals.get(principal) {
             return Ok(secret.0.clone());
         }
-        let Some(settings) = &source.exchange else {
-            return Err(format!(
-                "the credential source \"{name}\" has nothing for principal \"{principal}\" \
-                 (it names a secret for some principals only)"
-            ));
-        };
-        if let Some(kept) = self.kept.get(name, principal) {
-            return Ok(kept);
-        }
-        let Some(token) = token else {
-            return Err(format!(
+        match (&source.exchange, token, &source.consent) {
+            (Some(settings), Some(token), _) => {
+                if let Some(kept) = self.kept.get(name, principal) {
+                    return Ok(kept);
+                }
+                let exchanged = exchange::exchange(&self.http, settings, token.secret())
+                    .await
+                    .map_err(|why| {
+                        Missing::Refused(format!("no credential from \"{name}\": {why}"))
+                    })?;
+                tracing::debug!(source = name, principal, "exchanged an access token");
+                self.kept.keep(name, principal, &exchanged);
+                Ok(exchanged.access_token)
+            }
+            (_, _, Some(settings)) => {
+                if let Some(token) = self
+                    .consents
+                    .token(&self.http, name, principal, settings)
+                    .await
+                {
+                    return Ok(token);
+                }
+                let link = self
+                    .consents
+                    .link(name, principal, settings)
+                    .map_err(Missing::Refused)?;
+                Err(Missing::Consent(Question {
+                    key: format!("moat:consent:{name}"),
+                    method: "elicitation/create".into(),
+                    params: serde_json::json!({
+                        "mode": "url",
+                        "message": format!(
+                            "This tool acts for you at {}: connect your account to go on.",
+                            settings.authorization_endpoint
+                        ),
+                        "url": link.url,
+                        "elicitationId": link.elicitation_id,
+                    }),
+                    form: None,
+                }))
+            }
+            (Some(_), None, None) => Err(Missing::Refused(format!(
                 "the credential source \"{name}\" exchanges the caller's OAuth access token, and \
                  principal \"{principal}\" signed in without one"
-            ));
+            ))),
+            (None, _, None) => Err(Missing::Refused(format!(
+                "the credential source \"{name}\" has nothing for principal \"{principal}\" \
+                 (it names a secret for some principals only)"
+            ))),
+        }
+    }
+
+    /// `principal`'s consented token from `source`, once it arrives.
+    async fn consented(&self, name: &str, principal: &str) -> Result<String, String> {
+        let Some(settings) = self.sources.get(name).and_then(|s| s.consent.as_ref()) else {
+            return Err(format!("the credential source \"{name}\" asks no consent"));
         };
-        let exchanged = exchange::exchange(&self.http, settings, token.secret())
-            .await
-            .map_err(|why| format!("no credential from \"{name}\": {why}"))?;
-        tracing::debug!(source = name, principal, "exchanged an access token");
-        self.kept.keep(name, principal, &exchanged);
-        Ok(exchanged.access_token)
+        loop {
+            // Registered before looking, so that tokens arriving in between wake it.
+            let arrival = self.consents.arrival();
+            if let Some(token) = self
+                .consents
+                .token(&self.http, name, principal, settings)
+                .await
+            {
+                return Ok(token);
+            }
+            arrival.await;
+        }
     }
 }
 
@@ -143,6 +212,13 @@ pub struct Caller {
 }
 
 impl Caller {
+    fn record(&self, source: &str) {
+        let mut used = self.used.lock().unwrap_or_else(|e| e.into_inner());
+        if !used.iter().any(|u| u == source) {
+            used.push(source.to_string());
+        }
+    }
+
     /// The sources whose credentials the call's requests carried, each once.
     pub fn used(&self) -> Vec<String> {
         self.used.lock().unwrap_or_else(|e| e.into_inner()).clone()
@@ -150,27 +226,37 @@ impl Caller {
 }
 
 impl CallCredentials for Caller {
-    fn get<'a>(
+    fn consented<'a>(
         &'a self,
         source: &'a str,
     ) -> Pin<Box<dyn Future<Output = Result<String, String>> + Send + 'a>> {
+        Box::pin(async move {
+            let credential = self.broker.consented(source, &self.principal).await?;
+            self.record(source);
+            Ok(credential)
+        })
+    }
+
+    fn get<'a>(
+        &'a self,
+        source: &'a str,
+    ) -> Pin<Box<dyn Future<Output = Result<String, Missing>> + Send + 'a>> {
         Box::pin(async move {
             let credential = self
                 .broker
                 .credential(source, &self.principal, self.token.as_ref())
                 .await?;
-            let mut used = self.used.lock().unwrap_or_else(|e| e.into_inner());
-            if !used.iter().any(|u| u == source) {
-                used.push(source.to_string());
-            }
+            self.record(source);
             Ok(credential)
         })
     }
 
     fn refused(&self, source: &str) {
-        // An exchanged token the upstream no longer takes (revoked, its rights changed): the
-        // next request exchanges anew. A fixed secret stays what the operator configured.
+        // A token the upstream no longer takes (revoked, its rights changed): the next request
+        // exchanges anew, or asks the caller again. A fixed secret stays what the operator
+        // configured.
         self.broker.kept.forget(source, &self.principal);
+        self.broker.consents.forget(source, &self.principal);
         tracing::info!(
             source,
             principal = self.principal,
@@ -182,6 +268,13 @@ impl CallCredentials for Caller {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn refusal(missing: Missing) -> String {
+        match missing {
+            Missing::Refused(why) => why,
+            Missing::Consent(question) => panic!("asks consent: {question:?}"),
+        }
+    }
 
     fn broker(source: Source) -> Arc<Broker> {
         Arc::new(Broker::new(BTreeMap::from([("tracker".to_string(), source)])).unwrap())
@@ -196,6 +289,7 @@ mod tests {
                 ("stdio".to_string(), Secret("my-secret".into())),
             ]),
             exchange: None,
+            consent: None,
         });
         let ci = broker.for_call(&Principal::api_key("ci"), None);
         assert_eq!(ci.get("tracker").await.unwrap(), "ci-secret");
@@ -203,10 +297,10 @@ mod tests {
         let me = broker.for_call(&Principal::stdio("stdio"), None);
         assert_eq!(me.get("tracker").await.unwrap(), "my-secret");
         let other = broker.for_call(&Principal::api_key("bot"), None);
-        let why = other.get("tracker").await.unwrap_err();
+        let why = refusal(other.get("tracker").await.unwrap_err());
         assert!(why.contains("nothing for principal \"key:bot\""), "{why}");
         assert!(other.used().is_empty());
-        let gone = ci.get("wiki").await.unwrap_err();
+        let gone = refusal(ci.get("wiki").await.unwrap_err());
         assert!(gone.contains("\"wiki\" is no longer configured"), "{gone}");
     }
 
@@ -223,12 +317,15 @@ mod tests {
                 resource: None,
                 scope: None,
             }),
+            consent: None,
         });
-        let why = broker
-            .for_call(&Principal::api_key("ci"), None)
-            .get("tracker")
-            .await
-            .unwrap_err();
+        let why = refusal(
+            broker
+                .for_call(&Principal::api_key("ci"), None)
+                .get("tracker")
+                .await
+                .unwrap_err(),
+        );
         assert!(
             why.contains("principal \"key:ci\" signed in without one"),
             "{why}"

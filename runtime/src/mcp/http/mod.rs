@@ -19,6 +19,7 @@
 //! origins, TLS files, the metrics listener, the idle time of sessions) waits for a restart.
 
 pub mod auth;
+mod consent;
 mod forbidden;
 pub mod message;
 pub mod quotas;
@@ -406,6 +407,7 @@ pub fn router(
         guarded = guarded.route("/metrics", scrape::behind_auth(catalogue.clone()));
     }
     let guarded = guarded.layer(middleware::from_fn_with_state(guard, auth::authenticate));
+    let callback = get(consent::callback).with_state(catalogue.clone());
     let metadata = get(move |uri: axum::http::Uri| {
         std::future::ready(auth::metadata(&live.gate(), uri.path()))
     });
@@ -417,6 +419,7 @@ pub fn router(
         )
         .route("/.well-known/oauth-protected-resource", metadata.clone())
         .route("/.well-known/oauth-protected-resource/{*path}", metadata)
+        .route("/oauth/callback", callback)
         .merge(guarded)
 }
 

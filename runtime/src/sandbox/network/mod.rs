@@ -33,7 +33,8 @@ mod resolve;
 
 pub use grant::{HostPattern, NetworkGrant, PortPattern, Scheme};
 pub use redact::Secret;
-pub use requests::{CallCredentials, HttpHooks, Injected, Injection};
+use requests::Asking;
+pub use requests::{CallCredentials, HttpHooks, Injected, Injection, Missing, PendingInput};
 pub use resolve::{Resolve, Resolver};
 
 use address::reserved;
@@ -196,7 +197,7 @@ impl Network {
         &self,
         target: &Target,
         headers: &mut http::HeaderMap,
-        credentials: Option<&dyn CallCredentials>,
+        asking: Asking<'_>,
     ) -> Result<Added, String> {
         let mut added = Added::default();
         for injection in self.inject.iter().filter(|i| i.to.matches(target)) {
@@ -210,13 +211,7 @@ impl Network {
                     before,
                     after,
                 } => {
-                    let Some(credentials) = credentials else {
-                        return Err(format!(
-                            "its credential \"{source}\" is given per caller, and this call \
-                             has none"
-                        ));
-                    };
-                    let token = credentials.get(source).await?;
+                    let token = asking.credential(source).await?;
                     let mut value = http::HeaderValue::try_from(format!("{before}{token}{after}"))
                         .map_err(|_| {
                             format!("the credential \"{source}\" is not a valid header value")

@@ -13,6 +13,39 @@ use wasmtime_wasi_http::io::TokioIo;
 use wasmtime_wasi_http::{Error as HttpError, RequestOptions, WasiBody, WasiHttpHooks};
 
 use super::{Denials, Network, NetworkGrant, Scheme, Unsent, redact};
+use crate::sandbox::host::{AskError, Client, InputRequired, Question};
+
+/// What a request may use to find its caller's credentials.
+pub(super) struct Asking<'a> {
+    pub credentials: Option<&'a dyn CallCredentials>,
+    pub client: Option<Arc<dyn Client>>,
+    pub pending: &'a PendingInput,
+}
+
+impl Asking<'_> {
+    /// The caller's credential from `source`, asking them for it if they must give it first.
+    pub async fn credential(&self, source: &str) -> Result<String, String> {
+        let Some(credentials) = self.credentials else {
+            return Err(format!(
+                "its credential \"{source}\" is given per caller, and this call has none"
+            ));
+        };
+        match credentials.get(source).await {
+            Ok(token) => Ok(token),
+            Err(Missing::Refused(why)) => Err(why),
+            Err(Missing::Consent(question)) => {
+                consent(
+                    source,
+                    question,
+                    credentials,
+                    self.client.clone(),
+                    self.pending,
+                )
+                .await
+            }
+        }
+    }
+}
 
 /// How long a connection may take when the guest sets no timeout; the call's deadline bounds
 /// everything else.
@@ -49,9 +82,15 @@ pub enum Injected {
 /// for: bound to each call by the layer that knows who is calling, so that an instance can hold
 /// no one's credential but its own caller's.
 pub trait CallCredentials: Send + Sync {
-    /// The caller's credential from `source`, or why there is none (shown to the caller and the
-    /// audit log: it must never quote a credential).
+    /// The caller's credential from `source`, or why there is none.
     fn get<'a>(
+        &'a self,
+        source: &'a str,
+    ) -> std::pin::Pin<Box<dyn Future<Output = Result<String, Missing>> + Send + 'a>>;
+
+    /// The caller's credential from `source` once the caller has given it (they accepted to
+    /// open the page [`Missing::Consent`] named); the call's deadline bounds the wait.
+    fn consented<'a>(
         &'a self,
         source: &'a str,
     ) -> std::pin::Pin<Box<dyn Future<Output = Result<String, String>> + Send + 'a>>;
@@ -101,6 +140,87 @@ impl fmt::Debug for Injected {
     }
 }
 
+/// Why a call has no credential from a source.
+#[derive(Debug)]
+pub enum Missing {
+    /// None to be had; the reason is shown to the caller and the audit log, and never quotes a
+    /// credential.
+    Refused(String),
+    /// The caller can give one at a page: the URL elicitation that sends them there.
+    Consent(Question),
+}
+
+/// The client's answer to a URL elicitation, by its `action`.
+fn accepted(answers: &[(String, serde_json::Value)]) -> bool {
+    answers
+        .first()
+        .is_some_and(|(_, answer)| answer["action"] == "accept")
+}
+
+/// A credential the caller must give first: asks the call's client to send them to the page,
+/// then waits for it. A 2026-07-28 client is asked by ending the call with `input_required`
+/// (`pending`); a client that cannot be asked gets the page in the error.
+async fn consent(
+    source: &str,
+    question: Question,
+    credentials: &dyn CallCredentials,
+    client: Option<Arc<dyn Client>>,
+    pending: &PendingInput,
+) -> Result<String, String> {
+    let url = question.params["url"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let go = |why: &str| {
+        format!(
+            "the credential \"{source}\" needs the caller to connect their account ({why}): \
+             open {url} , then call again"
+        )
+    };
+    let Some(client) = client else {
+        return Err(go("this request cannot ask the client anything"));
+    };
+    match client.ask(vec![question]).await {
+        Ok(answers) if accepted(&answers) => credentials.consented(source).await,
+        Ok(_) => Err(format!(
+            "the caller declined to connect their account for the credential \"{source}\""
+        )),
+        Err(AskError::InputRequired(input)) => {
+            pending.set(input);
+            Err(format!(
+                "the credential \"{source}\" waits for the caller to connect their account"
+            ))
+        }
+        Err(AskError::MissingCapability(missing)) => Err(go(&missing.to_string())),
+        Err(AskError::Refused(why)) => Err(go(&why)),
+    }
+}
+
+/// The questions a call's requests left for the client: they end the call with
+/// `input_required` whatever the guest made of its refused request.
+#[derive(Clone, Default)]
+pub struct PendingInput(Arc<std::sync::Mutex<Option<InputRequired>>>);
+
+impl PendingInput {
+    fn set(&self, input: InputRequired) {
+        let mut pending = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        match &mut *pending {
+            Some(InputRequired(questions)) => {
+                for question in input.0 {
+                    if !questions.iter().any(|q| q.key == question.key) {
+                        questions.push(question);
+                    }
+                }
+            }
+            none => *none = Some(input),
+        }
+    }
+
+    pub fn take(&self) -> Option<InputRequired> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).take()
+    }
+}
+
 /// moat's `wasi:http` hooks: every outgoing request is checked against the plugin's grants,
 /// gets its injected headers, and goes to the address that was checked.
 pub struct HttpHooks {
@@ -109,6 +229,9 @@ pub struct HttpHooks {
     pub denials: Denials,
     /// The current call's caller's credentials; none between calls.
     pub credentials: Option<Arc<dyn CallCredentials>>,
+    /// Whom the current call may ask, for a credential the caller must give first.
+    pub client: Option<Arc<dyn Client>>,
+    pub pending: PendingInput,
 }
 
 type SendResult = Result<
@@ -130,6 +253,7 @@ impl WasiHttpHooks for HttpHooks {
         let network = self.network.clone();
         let denials = self.denials.clone();
         let credentials = self.credentials.clone();
+        let (client, pending) = (self.client.clone(), self.pending.clone());
         Box::new(async move {
             let checked = match check_method(request.method(), &plugin) {
                 Ok(()) => network.check_request(request.uri(), &plugin).await,
@@ -149,10 +273,12 @@ impl WasiHttpHooks for HttpHooks {
                     });
                 }
             };
-            let added = match network
-                .inject(&target, request.headers_mut(), credentials.as_deref())
-                .await
-            {
+            let asking = Asking {
+                credentials: credentials.as_deref(),
+                client,
+                pending: &pending,
+            };
+            let added = match network.inject(&target, request.headers_mut(), asking).await {
                 Ok(added) => added,
                 Err(why) => {
                     denials.record(format!("network access to {target} denied: {why}"));

@@ -268,7 +268,7 @@ fn inject(
     let runtime = tokio::runtime::Builder::new_current_thread()
         .build()
         .unwrap();
-    runtime.block_on(network.inject(target, headers, None))
+    runtime.block_on(network.inject(target, headers, asking(None)))
 }
 
 #[test]
@@ -363,6 +363,16 @@ async fn a_granted_name_that_does_not_resolve_fails_without_a_denial() {
     assert!(matches!(denied, Unsent::Denied(_)), "{denied:?}");
 }
 
+/// What a request of a call with `credentials` and no client may use.
+fn asking(credentials: Option<&dyn CallCredentials>) -> Asking<'_> {
+    static NO_INPUT: std::sync::OnceLock<PendingInput> = std::sync::OnceLock::new();
+    Asking {
+        credentials,
+        client: None,
+        pending: NO_INPUT.get_or_init(PendingInput::default),
+    }
+}
+
 /// Credentials that answer for one caller.
 struct Caller(&'static str);
 
@@ -370,14 +380,25 @@ impl CallCredentials for Caller {
     fn get<'a>(
         &'a self,
         source: &'a str,
-    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<String, String>> + Send + 'a>>
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<String, Missing>> + Send + 'a>>
     {
         Box::pin(async move {
             match source {
                 "tracker" => Ok(format!("token-of-{}", self.0)),
-                _ => Err(format!("no credential \"{source}\" for {}", self.0)),
+                _ => Err(Missing::Refused(format!(
+                    "no credential \"{source}\" for {}",
+                    self.0
+                ))),
             }
         })
+    }
+
+    fn consented<'a>(
+        &'a self,
+        _: &'a str,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<String, String>> + Send + 'a>>
+    {
+        Box::pin(async { Err("no consent here".to_string()) })
     }
 
     fn refused(&self, _: &str) {}
@@ -409,7 +430,7 @@ async fn a_callers_credential_goes_in_for_that_caller_only() {
     for who in ["alice", "bob"] {
         let mut headers = http::HeaderMap::new();
         let added = network
-            .inject(&target, &mut headers, Some(&Caller(who)))
+            .inject(&target, &mut headers, asking(Some(&Caller(who))))
             .await
             .unwrap();
         assert_eq!(headers["authorization"], format!("Bearer token-of-{who}"));
@@ -429,7 +450,7 @@ async fn a_callers_credential_goes_in_for_that_caller_only() {
     };
     let mut headers = http::HeaderMap::new();
     let none = network
-        .inject(&elsewhere, &mut headers, None)
+        .inject(&elsewhere, &mut headers, asking(None))
         .await
         .unwrap();
     assert!(headers.is_empty() && none == Added::default());
@@ -444,7 +465,7 @@ async fn a_request_without_its_callers_credential_is_not_sent() {
     };
     let mut headers = http::HeaderMap::new();
     let no_caller = injecting_credential("tracker")
-        .inject(&target, &mut headers, None)
+        .inject(&target, &mut headers, asking(None))
         .await
         .unwrap_err();
     assert!(
@@ -452,7 +473,7 @@ async fn a_request_without_its_callers_credential_is_not_sent() {
         "{no_caller}"
     );
     let unknown = injecting_credential("wiki")
-        .inject(&target, &mut headers, Some(&Caller("alice")))
+        .inject(&target, &mut headers, asking(Some(&Caller("alice"))))
         .await
         .unwrap_err();
     assert_eq!(unknown, "no credential \"wiki\" for alice");

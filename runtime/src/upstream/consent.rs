@@ -1,0 +1,401 @@
+//! The caller's consent at a third party: an OAuth 2.1 authorization-code flow with PKCE,
+//! started by a URL the caller's client opens (URL elicitation) and ended at moat's callback.
+//!
+//! A link is good once, for ten minutes, for the principal and source it was made for: its
+//! `state` is 128 random bits that only that principal's client was given, and the PKCE
+//! verifier never leaves moat, so a code without it is worth nothing. The tokens it yields are
+//! kept per source and principal, and refreshed with the refresh token when they expire.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use serde::Deserialize;
+use sha2::{Digest, Sha256};
+
+use crate::access::oauth::body::read_capped;
+
+/// How long a link may wait for the caller.
+const LINK_LIFETIME: Duration = Duration::from_secs(600);
+/// Links waiting at most; past this the expired ones go, and if none has, the oldest.
+const MAX_PENDING: usize = 10_000;
+/// Tokens kept at most.
+const MAX_KEPT: usize = 100_000;
+/// How long before its expiry a token is refreshed.
+const REFRESH_BEFORE: Duration = Duration::from_secs(30);
+
+/// The third party's authorization server, and moat as its client.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Settings {
+    pub authorization_endpoint: String,
+    pub token_endpoint: String,
+    pub client_id: String,
+    /// None for a public client (PKCE alone).
+    pub client_secret: Option<String>,
+    pub scope: Option<String>,
+    /// The upstream's URL, for a token meant for it (RFC 8707).
+    pub resource: Option<String>,
+    /// moat's callback, as the third party knows it.
+    pub redirect_uri: String,
+}
+
+/// A link made for one principal and source, waiting for the caller.
+struct Pending {
+    source: String,
+    principal: String,
+    verifier: String,
+    until: Instant,
+}
+
+/// A principal's tokens from one source.
+#[derive(Clone)]
+struct Tokens {
+    access: String,
+    refresh: Option<String>,
+    /// When the access token must be refreshed; `None`: it says no expiry.
+    until: Option<Instant>,
+}
+
+/// What the caller is sent to, and the question that sends it.
+pub struct Link {
+    pub url: String,
+    /// Names the URL elicitation, so that its completion can be announced.
+    pub elicitation_id: String,
+}
+
+/// Links waiting for callers, and the tokens callers gave.
+#[derive(Default)]
+pub struct Consents {
+    pending: Mutex<HashMap<String, Pending>>,
+    tokens: Mutex<HashMap<(String, String), Tokens>>,
+    /// Woken whenever a caller's tokens arrive.
+    arrived: tokio::sync::Notify,
+}
+
+/// What a token endpoint answers.
+#[derive(Deserialize)]
+struct Answer {
+    access_token: String,
+    refresh_token: Option<String>,
+    expires_in: Option<u64>,
+}
+
+#[derive(Deserialize)]
+struct Refused {
+    error: String,
+    error_description: Option<String>,
+}
+
+impl Consents {
+    /// A new link for `principal` to give `source`'s tokens.
+    pub fn link(&self, source: &str, principal: &str, settings: &Settings) -> Result<Link, String> {
+        let state = random()?;
+        let verifier = random()?;
+        let challenge = URL_SAFE_NO_PAD.encode(Sha256::digest(verifier.as_bytes()));
+        let mut url = reqwest::Url::parse(&settings.authorization_endpoint)
+            .map_err(|e| format!("the authorization endpoint is not a URL: {e}"))?;
+        {
+            let mut query = url.query_pairs_mut();
+            query
+                .append_pair("response_type", "code")
+                .append_pair("client_id", &settings.client_id)
+                .append_pair("redirect_uri", &settings.redirect_uri)
+                .append_pair("state", &state)
+                .append_pair("code_challenge", &challenge)
+                .append_pair("code_challenge_method", "S256");
+            if let Some(scope) = &settings.scope {
+                query.append_pair("scope", scope);
+            }
+            if let Some(resource) = &settings.resource {
+                query.append_pair("resource", resource);
+            }
+        }
+        let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        if pending.len() >= MAX_PENDING {
+            let now = Instant::now();
+            pending.retain(|_, p| now < p.until);
+            if pending.len() >= MAX_PENDING
+                && let Some(oldest) = pending
+                    .iter()
+                    .min_by_key(|(_, p)| p.until)
+                    .map(|(k, _)| k.clone())
+            {
+                pending.remove(&oldest);
+            }
+        }
+        pending.insert(
+            state,
+            Pending {
+                source: source.to_string(),
+                principal: principal.to_string(),
+                verifier,
+                until: Instant::now() + LINK_LIFETIME,
+            },
+        );
+        Ok(Link {
+            url: url.into(),
+            elicitation_id: random()?,
+        })
+    }
+
+    /// The source and principal a callback's `state` was made for, taken once: a second use of
+    /// the same state, a state moat never made and one past its time are all refused.
+    fn take(&self, state: &str) -> Option<Pending> {
+        let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        pending.remove(state).filter(|p| Instant::now() < p.until)
+    }
+
+    /// Ends the flow `state` began with `code`: asks the token endpoint of its source (found by
+    /// `settings`) and keeps the tokens. Gives back the source and principal.
+    pub async fn complete(
+        &self,
+        http: &reqwest::Client,
+        state: &str,
+        code: &str,
+        settings: impl Fn(&str) -> Option<Settings>,
+    ) -> Result<(String, String), String> {
+        let pending = self
+            .take(state)
+            .ok_or("this link was used already, has expired, or was not made by this moat")?;
+        let settings = settings(&pending.source).ok_or_else(|| {
+            format!(
+                "the credential source \"{}\" is no longer configured",
+                pending.source
+            )
+        })?;
+        let answer = token_request(
+            http,
+            &settings,
+            &[
+                ("grant_type", "authorization_code"),
+                ("code", code),
+                ("redirect_uri", &settings.redirect_uri),
+                ("code_verifier", &pending.verifier),
+            ],
+        )
+        .await?;
+        self.keep(&pending.source, &pending.principal, answer);
+        Ok((pending.source, pending.principal))
+    }
+
+    fn keep(&self, source: &str, principal: &str, answer: Answer) {
+        let until = answer
+            .expires_in
+            .map(|s| Instant::now() + Duration::from_secs(s).saturating_sub(REFRESH_BEFORE));
+        let mut tokens = self.tokens.lock().unwrap_or_else(|e| e.into_inner());
+        if tokens.len() >= MAX_KEPT {
+            tokens.retain(|_, t| t.refresh.is_some() || t.until.is_none_or(|u| Instant::now() < u));
+        }
+        tokens.insert(
+            (source.to_string(), principal.to_string()),
+            Tokens {
+                access: answer.access_token,
+                refresh: answer.refresh_token,
+                until,
+            },
+        );
+        drop(tokens);
+        self.arrived.notify_waiters();
+    }
+
+    /// `principal`'s access token from `source`, refreshed if it expired; `None` when there is
+    /// none to be had without the caller.
+    pub async fn token(
+        &self,
+        http: &reqwest::Client,
+        source: &str,
+        principal: &str,
+        settings: &Settings,
+    ) -> Option<String> {
+        let key = (source.to_string(), principal.to_string());
+        let kept = self
+            .tokens
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&key)
+            .cloned()?;
+        if kept.until.is_none_or(|until| Instant::now() < until) {
+            return Some(kept.access);
+        }
+        let Some(refresh) = kept.refresh else {
+            self.forget(source, principal);
+            return None;
+        };
+        match token_request(
+            http,
+            settings,
+            &[("grant_type", "refresh_token"), ("refresh_token", &refresh)],
+        )
+        .await
+        {
+            Ok(mut answer) => {
+                // A server that rotates refresh tokens sends a new one; one that does not
+                // expects the old one again.
+                answer.refresh_token.get_or_insert(refresh);
+                let access = answer.access_token.clone();
+                self.keep(source, principal, answer);
+                Some(access)
+            }
+            Err(why) => {
+                tracing::info!(source, "a refresh failed, the caller is asked again: {why}");
+                self.forget(source, principal);
+                None
+            }
+        }
+    }
+
+    /// Waits until some caller's tokens arrive.
+    pub async fn arrival(&self) {
+        self.arrived.notified().await;
+    }
+
+    /// Drops `principal`'s tokens from `source`.
+    pub fn forget(&self, source: &str, principal: &str) {
+        self.tokens
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&(source.to_string(), principal.to_string()));
+    }
+}
+
+async fn token_request(
+    http: &reqwest::Client,
+    settings: &Settings,
+    form: &[(&str, &str)],
+) -> Result<Answer, String> {
+    let endpoint = &settings.token_endpoint;
+    let mut form: Vec<(&str, &str)> = form.to_vec();
+    let mut request = http.post(endpoint);
+    match &settings.client_secret {
+        Some(secret) => request = request.basic_auth(&settings.client_id, Some(secret)),
+        None => form.push(("client_id", &settings.client_id)),
+    }
+    let response = request
+        .form(&form)
+        .send()
+        .await
+        .map_err(|e| format!("asking {endpoint} for tokens failed: {e}"))?;
+    let status = response.status();
+    let body = read_capped(response)
+        .await
+        .map_err(|e| format!("asking {endpoint} for tokens failed: {e}"))?;
+    if !status.is_success() {
+        let why = match serde_json::from_slice::<Refused>(&body) {
+            Ok(r) => super::exchange::plain(&match r.error_description {
+                Some(d) => format!("{} ({d})", r.error),
+                None => r.error,
+            }),
+            Err(_) => format!("HTTP {status}"),
+        };
+        return Err(format!("{endpoint} refused to give tokens: {why}"));
+    }
+    serde_json::from_slice(&body).map_err(|e| format!("{endpoint} answered no tokens: {e}"))
+}
+
+/// 128 random bits, base64url.
+fn random() -> Result<String, String> {
+    let mut bytes = [0u8; 16];
+    getrandom::fill(&mut bytes).map_err(|e| format!("no randomness: {e}"))?;
+    Ok(URL_SAFE_NO_PAD.encode(bytes))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings() -> Settings {
+        Settings {
+            authorization_endpoint: "https://id.example/auth?tenant=1".into(),
+            token_endpoint: "http://127.0.0.1:9/token".into(),
+            client_id: "moat".into(),
+            client_secret: None,
+            scope: Some("read".into()),
+            resource: None,
+            redirect_uri: "https://moat.example/oauth/callback".into(),
+        }
+    }
+
+    #[test]
+    fn a_link_carries_a_fresh_state_and_an_s256_challenge() {
+        let consents = Consents::default();
+        let link = consents.link("tracker", "alice", &settings()).unwrap();
+        let url = reqwest::Url::parse(&link.url).unwrap();
+        let query: HashMap<String, String> = url.query_pairs().into_owned().collect();
+        assert_eq!(query["tenant"], "1");
+        assert_eq!(query["response_type"], "code");
+        assert_eq!(query["code_challenge_method"], "S256");
+        assert_eq!(query["redirect_uri"], "https://moat.example/oauth/callback");
+        assert_eq!(query["scope"], "read");
+        let state = &query["state"];
+        let pending = consents.take(state).unwrap();
+        assert_eq!(
+            (&*pending.source, &*pending.principal),
+            ("tracker", "alice")
+        );
+        assert_eq!(
+            query["code_challenge"],
+            URL_SAFE_NO_PAD.encode(Sha256::digest(pending.verifier.as_bytes()))
+        );
+        // Once only; and a state moat never made is nothing.
+        assert!(consents.take(state).is_none());
+        assert!(consents.take("made-up").is_none());
+        let other = consents.link("tracker", "alice", &settings()).unwrap();
+        assert_ne!(other.url, link.url);
+        assert_ne!(other.elicitation_id, link.elicitation_id);
+    }
+
+    #[test]
+    fn a_link_past_its_time_is_refused() {
+        let consents = Consents::default();
+        let link = consents.link("tracker", "alice", &settings()).unwrap();
+        let url = reqwest::Url::parse(&link.url).unwrap();
+        let state = url
+            .query_pairs()
+            .find(|(k, _)| k == "state")
+            .unwrap()
+            .1
+            .into_owned();
+        consents
+            .pending
+            .lock()
+            .unwrap()
+            .get_mut(&state)
+            .unwrap()
+            .until = Instant::now();
+        assert!(consents.take(&state).is_none());
+    }
+
+    #[tokio::test]
+    async fn tokens_are_kept_per_source_and_principal() {
+        let consents = Consents::default();
+        crate::supply::source::install_tls_provider();
+        let http = reqwest::Client::new();
+        let answer = |token: &str| Answer {
+            access_token: token.into(),
+            refresh_token: None,
+            expires_in: Some(3600),
+        };
+        consents.keep("tracker", "alice", answer("a"));
+        consents.keep("tracker", "bob", answer("b"));
+        let settings = settings();
+        let token = |p: &'static str| consents.token(&http, "tracker", p, &settings);
+        assert_eq!(token("alice").await.as_deref(), Some("a"));
+        assert_eq!(token("bob").await.as_deref(), Some("b"));
+        assert_eq!(token("carol").await, None);
+        consents.forget("tracker", "alice");
+        assert_eq!(token("alice").await, None);
+        // Expired without a refresh token: gone, the caller is asked again.
+        consents.keep(
+            "tracker",
+            "bob",
+            Answer {
+                access_token: "b2".into(),
+                refresh_token: None,
+                expires_in: Some(1),
+            },
+        );
+        assert_eq!(token("bob").await, None);
+    }
+}
