@@ -64,7 +64,9 @@ class Upstream:
                                 issuer=self.issuer)
         except jwt.PyJWTError:
             return None
-        return f"{claims['sub']} (through {claims['act']['sub']})"
+        # An exchanged token names the one who exchanged it (RFC 8693 `act`).
+        actor = claims.get("act", {}).get("sub")
+        return f"{claims['sub']} (through {actor})" if actor else claims["sub"]
 
 
 def serve_upstream(upstream: Upstream, port: int = 0) -> ThreadingHTTPServer:
@@ -280,7 +282,7 @@ async def test_the_stdio_user_is_the_principal(setup: Setup, moat_bin: Path) -> 
      'does not allow the credential source "tracker" (its credential_sources are wiki)'),
     ("require_token_exchange = true",
      'requires token exchange for callers\' upstream credentials, and the credential source "tracker" '
-     "gives fixed secrets (`principals`)"),
+     "also gives them by `principals`"),
 ])
 def test_the_policy_decides_which_sources_may_serve(setup: Setup, moat_bin: Path, tmp_path: Path,
                                                     policy: str, refusal: str) -> None:

@@ -31,6 +31,13 @@
 // (invalid_scope); other unknown scopes are dropped; a client without "scope"
 // may ask for any.
 //
+// With "authorization_code": true it is also a third party's server that people consent at:
+// oidc-provider's development login and consent pages (any login, any password; the login is
+// the token's sub), the authorization code grant with PKCE, and refresh tokens for clients
+// allowed the refresh_token grant. A client's "grant_types", "response_types",
+// "redirect_uris" and "token_endpoint_auth_method" are then given in its entry; tokens for a
+// configured resource (the authorization request's `resource`) are JWTs for it.
+//
 // Token exchange (RFC 8693, grant urn:ietf:params:oauth:grant-type:token-exchange),
 // for a client with "token_exchange": true: its subject_token must be a JWT this server
 // signed (an access token, unexpired); the answer is a JWT for the requested audience
@@ -87,23 +94,25 @@ function build(issuer, keys) {
       client_id: c.client_id,
       client_secret: c.client_secret,
       scope: c.scope || undefined, // oidc-provider refuses ""; no scope = may ask for any
-      grant_types: ['client_credentials', ...(c.token_exchange ? [TOKEN_EXCHANGE] : [])],
-      response_types: [],
-      redirect_uris: [],
-      token_endpoint_auth_method: 'client_secret_basic', // client_secret_post works too
+      grant_types: c.grant_types ?? ['client_credentials', ...(c.token_exchange ? [TOKEN_EXCHANGE] : [])],
+      response_types: c.response_types ?? [],
+      redirect_uris: c.redirect_uris ?? [],
+      // client_secret_post works too
+      token_endpoint_auth_method: c.token_endpoint_auth_method ?? 'client_secret_basic',
     })),
     adapter,
     jwks: { keys },
     scopes: allScopes,
     features: {
-      devInteractions: { enabled: false },
+      devInteractions: { enabled: Boolean(config.authorization_code) },
       clientCredentials: { enabled: true },
       introspection: { enabled: true },
       revocation: { enabled: true },
       resourceIndicators: {
         enabled: true,
         defaultResource: () => undefined,
-        useGrantedResource: () => false,
+        // An authorization code's token is for the resource the person consented to.
+        useGrantedResource: () => true,
         getResourceServerInfo(ctx, resource, client) {
           const rs = resources[resource];
           if (!rs) throw new errors.InvalidTarget(`unknown resource ${resource}`);
@@ -120,6 +129,7 @@ function build(issuer, keys) {
         },
       },
     },
+    issueRefreshToken: async (ctx, client) => client.grantTypeAllowed('refresh_token'),
     extraTokenClaims: (ctx, token) => ({ groups: groupsOf.get(token.clientId) ?? [] }),
     ttl: {
       ClientCredentials: (ctx, token, client) => ttlOf.get(client?.clientId) ?? ttl,

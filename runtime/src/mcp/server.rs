@@ -252,7 +252,7 @@ impl MoatServer {
             let required = ClientCapabilities::builder().enable_tasks().build();
             return Err(McpError::missing_required_client_capability(required));
         }
-        if !plugin.asks_client() {
+        if !plugin.asks_client() && !plugin.injects_callers_credentials() {
             return Ok(None);
         }
         let state = request.request_state.as_deref();

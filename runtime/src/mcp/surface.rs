@@ -100,7 +100,7 @@ impl MoatServer {
         state: &Option<String>,
         responses: &Option<InputResponses>,
     ) -> Result<Option<Asking>, McpError> {
-        if !plugin.asks_client() {
+        if !plugin.asks_client() && !plugin.injects_callers_credentials() {
             return Ok(None);
         }
         self.asking(context, binding, state.as_deref(), responses.as_ref())

@@ -261,6 +261,17 @@ impl Plugin {
         })
     }
 
+    /// Whether its requests carry callers' own credentials (`${credential:NAME}`): a caller
+    /// may then be asked to connect their account first.
+    pub fn injects_callers_credentials(&self) -> bool {
+        self.admission
+            .grants
+            .network
+            .inject
+            .iter()
+            .any(|i| matches!(i.value, crate::sandbox::network::Injected::Caller { .. }))
+    }
+
     /// Whether its calls run Cranelift's optimized code now (see [`tiers`]).
     pub fn optimized(&self) -> bool {
         !self.baseline || self.instances.upgraded()

@@ -118,8 +118,14 @@ impl Tables {
     /// Refuses `[credentials]` sources the policy does not allow.
     fn check_credentials(&self, service: &Service) -> Result<()> {
         for (name, source) in &service.credentials {
-            self.policy
-                .check_credential_source(name, !source.principals.is_empty())?;
+            let mut otherwise = Vec::new();
+            if !source.principals.is_empty() {
+                otherwise.push("principals");
+            }
+            if source.consent.is_some() {
+                otherwise.push("consent");
+            }
+            self.policy.check_credential_source(name, &otherwise)?;
         }
         Ok(())
     }

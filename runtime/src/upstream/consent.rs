@@ -91,8 +91,9 @@ struct Refused {
 impl Consents {
     /// A new link for `principal` to give `source`'s tokens.
     pub fn link(&self, source: &str, principal: &str, settings: &Settings) -> Result<Link, String> {
-        let state = random()?;
-        let verifier = random()?;
+        let state = random::<16>()?;
+        // RFC 7636: 43 to 128 characters.
+        let verifier = random::<32>()?;
         let challenge = URL_SAFE_NO_PAD.encode(Sha256::digest(verifier.as_bytes()));
         let mut url = reqwest::Url::parse(&settings.authorization_endpoint)
             .map_err(|e| format!("the authorization endpoint is not a URL: {e}"))?;
@@ -136,7 +137,7 @@ impl Consents {
         );
         Ok(Link {
             url: url.into(),
-            elicitation_id: random()?,
+            elicitation_id: random::<16>()?,
         })
     }
 
@@ -294,9 +295,9 @@ async fn token_request(
     serde_json::from_slice(&body).map_err(|e| format!("{endpoint} answered no tokens: {e}"))
 }
 
-/// 128 random bits, base64url.
-fn random() -> Result<String, String> {
-    let mut bytes = [0u8; 16];
+/// `N` random bytes, base64url.
+fn random<const N: usize>() -> Result<String, String> {
+    let mut bytes = [0u8; N];
     getrandom::fill(&mut bytes).map_err(|e| format!("no randomness: {e}"))?;
     Ok(URL_SAFE_NO_PAD.encode(bytes))
 }
@@ -334,6 +335,7 @@ mod tests {
             (&*pending.source, &*pending.principal),
             ("tracker", "alice")
         );
+        assert_eq!(pending.verifier.len(), 43);
         assert_eq!(
             query["code_challenge"],
             URL_SAFE_NO_PAD.encode(Sha256::digest(pending.verifier.as_bytes()))

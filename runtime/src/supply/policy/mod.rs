@@ -10,8 +10,8 @@
 //! http_require_auth = true   # `moat serve --http --no-auth` is refused
 //! deny_tools = ["*_delete", "plugin:shell"]  # no caller gets these, whatever moat.toml says
 //! credential_sources = ["github", "jira-*"]   # the only [credentials] sources moat.toml may name
-//! require_token_exchange = true   # callers' upstream credentials come from the IdP, never from
-//!                                 # fixed per-principal secrets
+//! require_token_exchange = true   # callers' upstream credentials come from the IdP's token
+//!                                 # exchange, never from fixed secrets or a third party's consent
 //!
 //! [publishers]
 //! acme = "RWQf6LRCGA9i53mlYecO4IzT51TGPpvWucNSCh1CBM0QTaLn73Y7GFO3"   # minisign public key
@@ -378,9 +378,9 @@ impl Policy {
     }
 
     /// Refuses a `[credentials]` source the policy does not allow: one `credential_sources` does
-    /// not name, or one giving fixed per-principal secrets (`fixed_secrets`) when the policy
-    /// requires token exchange.
-    pub fn check_credential_source(&self, name: &str, fixed_secrets: bool) -> Result<()> {
+    /// not name, or one that gives credentials otherwise than by token exchange (`otherwise`:
+    /// `principals`, `consent`) when the policy requires token exchange.
+    pub fn check_credential_source(&self, name: &str, otherwise: &[&str]) -> Result<()> {
         if let Some(allowed) = &self.credential_sources
             && !allowed.iter().any(|pattern| glob_match(pattern, name))
         {
@@ -394,11 +394,16 @@ impl Policy {
                 }
             );
         }
-        if self.require_token_exchange && fixed_secrets {
+        if self.require_token_exchange && !otherwise.is_empty() {
             bail!(
                 "{} requires token exchange for callers' upstream credentials, and the credential \
-                 source \"{name}\" gives fixed secrets (`principals`); remove them",
-                self.name()
+                 source \"{name}\" also gives them by {}; remove it",
+                self.name(),
+                otherwise
+                    .iter()
+                    .map(|way| format!("`{way}`"))
+                    .collect::<Vec<_>>()
+                    .join(" and ")
             );
         }
         Ok(())

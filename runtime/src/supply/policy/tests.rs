@@ -438,10 +438,10 @@ fn the_policy_names_the_credential_sources_and_may_require_exchange() {
         "credential_sources = [\"github\", \"jira-*\"]\nrequire_token_exchange = true\n",
     )
     .unwrap();
-    assert!(policy.check_credential_source("github", false).is_ok());
-    assert!(policy.check_credential_source("jira-eu", false).is_ok());
+    assert!(policy.check_credential_source("github", &[]).is_ok());
+    assert!(policy.check_credential_source("jira-eu", &[]).is_ok());
     let other = policy
-        .check_credential_source("slack", false)
+        .check_credential_source("slack", &[])
         .unwrap_err()
         .to_string();
     assert!(
@@ -449,14 +449,17 @@ fn the_policy_names_the_credential_sources_and_may_require_exchange() {
         "{other}"
     );
     let fixed = policy
-        .check_credential_source("github", true)
+        .check_credential_source("github", &["principals", "consent"])
         .unwrap_err()
         .to_string();
-    assert!(fixed.contains("requires token exchange"), "{fixed}");
-    // Without a policy, any source, fixed secrets too.
+    assert!(
+        fixed.contains("requires token exchange for callers' upstream credentials, and the credential source \"github\" also gives them by `principals` and `consent`"),
+        "{fixed}"
+    );
+    // Without a policy, any source, in any way.
     assert!(
         Policy::none()
-            .check_credential_source("slack", true)
+            .check_credential_source("slack", &["principals"])
             .is_ok()
     );
 }

@@ -1,0 +1,190 @@
+"""A caller's consent at a third party, given in a real browser: the first call of a tool
+whose upstream needs the caller's own account sends the caller (by a URL elicitation) to the
+third party's consent page; once they sign in and consent, moat's callback keeps their tokens
+and the call goes on, in both protocol eras.
+
+Real parts: a second `oidc-provider` (tests/npm/auth-server.mjs) is the third party's
+authorization server (authorization code with PKCE, refresh tokens, its own login and consent
+pages); headless Chromium, driven by Playwright, is the person's browser; the upstream checks
+each token against the third party's keys and answers with the account it names; the Python
+`mcp` SDK is the client, whose elicitation callback opens the page.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import shutil
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp import Client
+from mcp.types import ElicitResult
+from playwright.async_api import async_playwright
+from support import LEGACY, MODES, free_port, http_transport, stop
+from test_auth import AuthServer, Moat, node_tools, start_auth_server, start_moat
+from test_credentials import Upstream, serve_upstream
+
+__all__ = ["node_tools"]  # the fixture, shared with test_auth
+
+# The callers, by API key.
+KEYS = {"ada": "moat_e2e_consent_ada_0123456789abcdefghijklmn",
+        "bob": "moat_e2e_consent_bob_0123456789abcdefghijklmn",
+        "cy": "moat_e2e_consent_cy_0123456789abcdefghijklmno"}
+
+
+@dataclass
+class Setup:
+    third_party: AuthServer
+    moat: Moat
+    upstream: Upstream
+
+
+@pytest.fixture(scope="module")
+def setup(
+    moat_bin: Path, plugin: Callable[[str], Path], node_tools: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Setup]:
+    tmp = tmp_path_factory.mktemp("consent")
+    port = free_port()
+    upstream_port = free_port()
+    audience = f"http://127.0.0.1:{upstream_port}"
+    callback = f"http://127.0.0.1:{port}/oauth/callback"
+    # Access tokens live 33 s: moat refreshes them 30 s before they expire, so 3 s after.
+    third_party = start_auth_server(
+        node_tools, tmp, {audience: {"scopes": ["read"]}},
+        [{"client_id": "moat", "client_secret": "moat-secret", "scope": "read",
+          "grant_types": ["authorization_code", "refresh_token"], "response_types": ["code"],
+          "redirect_uris": [callback], "access_token_ttl": 33}],
+        authorization_code=True,
+    )
+    upstream = Upstream(third_party.issuer, audience)
+    upstream.server = serve_upstream(upstream, upstream_port)
+    secrets = tmp / "secrets.toml"
+    secrets.write_text('TRACKER_CLIENT = "moat-secret"\n')
+    secrets.chmod(0o600)
+    hashes = ", ".join(f'{name} = "sha256:{hashlib.sha256(key.encode()).hexdigest()}"' for name, key in KEYS.items())
+    toml = f"""
+secrets = "secrets.toml"
+
+[plugins.fetch]
+path = {json.dumps(str(plugin("fetch")))}
+network = ["{upstream.url}"]
+inject = [{{ host = "{upstream.url}", header = "Authorization", value = "Bearer ${{credential:tracker}}" }}]
+
+[credentials.tracker]
+hosts = ["{upstream.url}"]
+consent = {{ authorization_endpoint = "{third_party.issuer}/auth", token_endpoint = "{third_party.issuer}/token", client_id = "moat", client_secret = "${{secret:TRACKER_CLIENT}}", redirect_uri = "{callback}", scope = "read", resource = "{audience}" }}
+
+[audit]
+path = "audit.jsonl"
+
+[auth]
+api_keys = {{ {hashes} }}
+"""
+    moat = start_moat(moat_bin, tmp, port, toml)
+    yield Setup(third_party, moat, upstream)
+    stop(moat.process)
+    stop(third_party.process)
+    upstream.server.shutdown()
+
+
+@dataclass
+class Person:
+    """Someone at a browser who consents as `account` whenever asked, and what they saw."""
+
+    account: str
+    asked: list[Any] = field(default_factory=list)
+    # Where the browser landed: moat's callback, with the state and code it was given.
+    landed: list[str] = field(default_factory=list)
+
+    async def elicit(self, _context: Any, params: Any) -> ElicitResult:
+        self.asked.append(params)
+        assert params.mode == "url", params
+        chromium = shutil.which("chromium")
+        assert chromium, "chromium is missing; `./dev test` installs it"
+        async with async_playwright() as playwright:
+            browser = await playwright.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
+            page = await browser.new_page()
+            await page.goto(params.url)
+            await page.fill("input[name=login]", self.account)
+            await page.fill("input[name=password]", "any")
+            await page.click("button[type=submit]")
+            await page.click("button[type=submit]")  # the consent page's Continue
+            await page.wait_for_url("**/oauth/callback?*")
+            self.landed.append(page.url)
+            assert await page.inner_text("#message") == (
+                'Your account for "tracker" is connected. You can close this window and go back to '
+                "your conversation.")
+            await browser.close()
+        return ElicitResult(action="accept")
+
+
+async def whoami(setup: Setup, caller: str, person: Person | None, mode: str) -> tuple[str, bool]:
+    callback = person.elicit if person else None
+    async with Client(http_transport(setup.moat.url, {"Authorization": f"Bearer {KEYS[caller]}"}), mode=mode,
+                      read_timeout_seconds=60, elicitation_callback=callback) as client:
+        result = await client.call_tool("fetch_fetch", {"url": f"{setup.upstream.url}/whoami", "raw": True})
+        return "\n".join(b.text for b in result.content if b.type == "text"), bool(result.is_error)
+
+
+def get(url: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=30) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode()
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_each_caller_consents_once_in_the_browser_and_is_seen_as_themselves(setup: Setup, mode: str) -> None:
+    caller = "ada" if mode == LEGACY else "bob"
+    person = Person(account=f"{caller}-{mode}")
+    text, error = await whoami(setup, caller, person, mode)
+    assert not error and f"you are {caller}-{mode}" in text, text
+    assert len(person.asked) == 1
+    # The elicited page is the third party's, for moat's callback, with PKCE.
+    query = urllib.parse.parse_qs(urllib.parse.urlparse(person.asked[0].url).query)
+    assert query["code_challenge_method"] == ["S256"] and query["redirect_uri"][0].endswith("/oauth/callback")
+    # Again: the kept token, and no question.
+    text, error = await whoami(setup, caller, person, mode)
+    assert not error and f"you are {caller}-{mode}" in text, text
+    assert len(person.asked) == 1
+    # A link is good once: the browser's own callback, replayed, is refused.
+    status, page = get(person.landed[0])
+    assert status == 400 and "this link was used already, has expired, or was not made by this moat" in page
+
+
+async def test_a_made_up_state_or_an_error_connects_no_one(setup: Setup) -> None:
+    callback = setup.moat.url.removesuffix("/mcp") + "/oauth/callback"
+    status, page = get(f"{callback}?state=made-up&code=whatever")
+    assert status == 400 and "was not made by this moat" in page
+    status, page = get(f"{callback}?error=access_denied&error_description=no%20thanks")
+    assert status == 400 and "The authorization server said: no thanks" in page
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_client_that_cannot_open_a_page_is_told_where_to_go(setup: Setup, mode: str) -> None:
+    before = len(setup.upstream.seen)
+    text, error = await whoami(setup, "cy", None, mode)
+    assert error
+    assert 'the credential "tracker" needs the caller to connect their account' in text, text
+    assert f"open {setup.third_party.issuer}/auth?" in text, text
+    assert len(setup.upstream.seen) == before
+
+
+async def test_an_expired_token_is_refreshed_without_asking(setup: Setup) -> None:
+    # ada connected in the first test, with a token that lives 33 s and is refreshed after 3.
+    await asyncio.sleep(4)
+    seen_before = {s for s in setup.upstream.seen if s}
+    person = Person(account="not-asked")
+    text, error = await whoami(setup, "ada", person, LEGACY)
+    assert not error and "you are ada-legacy" in text, text
+    assert person.asked == []
+    assert setup.upstream.seen[-1] not in seen_before, "the refreshed token is a new one"
