@@ -677,6 +677,17 @@ mod tests {
     }
 
     #[test]
+    fn a_guest_cannot_ask_under_moats_own_keys() {
+        // moat asks a caller to connect an account as `moat:consent:SOURCE`; a guest's question
+        // under that key would take the caller's answer to it.
+        let error = checked(vec![(
+            "moat:consent:tracker".into(),
+            client::Question::Roots,
+        )]);
+        assert!(error.unwrap_err().contains("names moat's own questions"));
+    }
+
+    #[test]
     fn a_guest_asks_few_small_uniquely_named_questions() {
         let ok = checked(vec![
             ("a".into(), form("{}")),
