@@ -16,6 +16,7 @@ import asyncio
 import hashlib
 import json
 import shutil
+import subprocess
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -45,6 +46,7 @@ class Setup:
     third_party: AuthServer
     moat: Moat
     upstream: Upstream
+    config: Path
 
 
 @pytest.fixture(scope="module")
@@ -67,11 +69,12 @@ def setup(
     upstream = Upstream(third_party.issuer, audience)
     upstream.server = serve_upstream(upstream, upstream_port)
     secrets = tmp / "secrets.toml"
-    secrets.write_text('TRACKER_CLIENT = "moat-secret"\n')
+    secrets.write_text('TRACKER_CLIENT = "moat-secret"\nSTORE_KEY = "' + "k" * 40 + '"\n')
     secrets.chmod(0o600)
     hashes = ", ".join(f'{name} = "sha256:{hashlib.sha256(key.encode()).hexdigest()}"' for name, key in KEYS.items())
     toml = f"""
 secrets = "secrets.toml"
+credential_store = {{ path = "credentials.sealed", key = "${{secret:STORE_KEY}}" }}
 
 [plugins.fetch]
 path = {json.dumps(str(plugin("fetch")))}
@@ -89,7 +92,7 @@ path = "audit.jsonl"
 api_keys = {{ {hashes} }}
 """
     moat = start_moat(moat_bin, tmp, port, toml)
-    yield Setup(third_party, moat, upstream)
+    yield Setup(third_party, moat, upstream, tmp / "moat.toml")
     stop(moat.process)
     stop(third_party.process)
     upstream.server.shutdown()
@@ -188,3 +191,29 @@ async def test_an_expired_token_is_refreshed_without_asking(setup: Setup) -> Non
     assert not error and "you are ada-legacy" in text, text
     assert person.asked == []
     assert setup.upstream.seen[-1] not in seen_before, "the refreshed token is a new one"
+
+
+def credentials(moat_bin: Path, setup: Setup, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(moat_bin), "credentials", *args, "--config", str(setup.config)],
+                          capture_output=True, text=True, timeout=60)
+
+
+async def test_the_operator_lists_and_revokes_consented_credentials(setup: Setup, moat_bin: Path) -> None:
+    listed = credentials(moat_bin, setup, "list")
+    assert listed.returncode == 0, listed.stderr
+    assert "key:ada\ttracker\tyes" in listed.stdout and "key:bob\ttracker\tyes" in listed.stdout, listed.stdout
+    assert "key:cy" not in listed.stdout
+    # The store holds no token in clear, nor does the listing.
+    sealed = (setup.config.parent / "credentials.sealed").read_bytes()
+    for token in {s.removeprefix("Bearer ") for s in setup.upstream.seen if s}:
+        assert token.encode() not in sealed and token not in listed.stdout
+    revoked = credentials(moat_bin, setup, "revoke", "key:bob", "tracker")
+    assert revoked.returncode == 0, revoked.stderr
+    assert "key:bob" not in credentials(moat_bin, setup, "list").stdout
+    again = credentials(moat_bin, setup, "revoke", "key:bob", "tracker")
+    assert again.returncode != 0 and 'holds no credential of principal "key:bob" from "tracker"' in again.stderr
+    # The running moat reads the store again: bob is asked to connect once more.
+    person = Person(account="bob-again")
+    text, error = await whoami(setup, "bob", person, MODES[1])
+    assert not error and "you are bob-again" in text, text
+    assert len(person.asked) == 1

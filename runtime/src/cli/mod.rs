@@ -3,6 +3,7 @@
 mod build_plugin;
 mod cache;
 mod call;
+mod credentials;
 mod doctor;
 mod embed;
 mod host_auth;
@@ -288,6 +289,11 @@ enum Command {
     /// Check this machine for moat: the wasm32-wasip2 target, the cache, the policy in force,
     /// and each MCP host's config file.
     Doctor,
+    /// List or revoke callers' consented upstream credentials (moat.toml's credential_store).
+    Credentials {
+        #[command(subcommand)]
+        action: CredentialsAction,
+    },
     /// Manage the cache of compiled plugins (`MOAT_CACHE_DIR`, else `~/.cache/moat`).
     Cache {
         #[command(subcommand)]
@@ -379,6 +385,30 @@ enum PolicyAction {
 enum ConfigAction {
     /// Print the JSON Schema of moat.toml, for editors to check the file and explain its keys.
     Schema,
+}
+
+#[derive(Subcommand)]
+enum CredentialsAction {
+    /// List whose credentials the store holds, from which source (never the credentials).
+    List {
+        /// Only this principal's (`key:ci`, `stdio`, a token's `sub`…).
+        principal: Option<String>,
+        #[arg(long, default_value = "moat.toml")]
+        config: PathBuf,
+        /// The secrets file, instead of the one moat.toml names.
+        #[arg(long)]
+        secrets: Option<PathBuf>,
+    },
+    /// Drop a principal's credential from a source: their next call asks them again.
+    Revoke {
+        principal: String,
+        source: String,
+        #[arg(long, default_value = "moat.toml")]
+        config: PathBuf,
+        /// The secrets file, instead of the one moat.toml names.
+        #[arg(long)]
+        secrets: Option<PathBuf>,
+    },
 }
 
 #[derive(Subcommand)]
@@ -487,6 +517,19 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Verify { key, policy, file } => verify(key, policy, file),
+        Command::Credentials { action } => match action {
+            CredentialsAction::List {
+                principal,
+                config,
+                secrets,
+            } => credentials::list(&config, secrets.as_deref(), principal.as_deref()),
+            CredentialsAction::Revoke {
+                principal,
+                source,
+                config,
+                secrets,
+            } => credentials::revoke(&config, secrets.as_deref(), &principal, &source),
+        },
         Command::Policy { action } => match action {
             PolicyAction::Check { trust, config } => {
                 policy_check(&Policy::resolve(trust.policy.as_deref())?, &config, None).await

@@ -90,6 +90,8 @@ struct Inner {
     /// Where callers' own credentials for upstreams come from (`[credentials]`); a reload
     /// replaces it when the sources changed.
     credentials: std::sync::RwLock<Option<Arc<Broker>>>,
+    /// The credential store `credentials` was made with: its file and key's secret.
+    credential_store: Mutex<Option<(std::path::PathBuf, String)>>,
 }
 
 /// The resource URIs one session subscribed to.
@@ -134,6 +136,7 @@ impl Catalogue {
                 cluster: std::sync::OnceLock::new(),
                 shared_sessions: std::sync::OnceLock::new(),
                 credentials: std::sync::RwLock::default(),
+                credential_store: Mutex::default(),
             }),
         }
     }
@@ -302,21 +305,32 @@ impl Catalogue {
             .clone()
     }
 
-    /// Serves `sources` from now on; unchanged sources keep the tokens they exchanged.
+    /// Serves `sources` from now on, keeping consented tokens in `store` (a file and its key's
+    /// secret); unchanged, they keep the tokens they hold.
     pub fn set_credential_sources(
         &self,
         sources: std::collections::BTreeMap<String, crate::upstream::Source>,
+        store: Option<(std::path::PathBuf, String)>,
     ) -> anyhow::Result<()> {
         let mut current = self.inner.credentials.write().expect("credentials lock");
-        let unchanged = match &*current {
-            Some(broker) => broker.sources() == &sources,
-            None => sources.is_empty(),
-        };
+        let mut kept_store = self.inner.credential_store.lock().expect("store lock");
+        let unchanged = *kept_store == store
+            && match &*current {
+                Some(broker) => broker.sources() == &sources,
+                None => sources.is_empty(),
+            };
         if !unchanged {
             *current = match sources.is_empty() {
                 true => None,
-                false => Some(Arc::new(Broker::new(sources)?)),
+                false => {
+                    let sealed = store
+                        .as_ref()
+                        .map(|(path, key)| crate::upstream::store::Store::new(path, key))
+                        .transpose()?;
+                    Some(Arc::new(Broker::new(sources, sealed)?))
+                }
             };
+            *kept_store = store;
         }
         Ok(())
     }

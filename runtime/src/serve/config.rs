@@ -83,6 +83,10 @@ struct ConfigFile {
     #[serde(default)]
     #[schemars(extend("propertyNames" = { "pattern": "^[A-Za-z0-9_.-]+$" }))]
     credentials: BTreeMap<String, super::credentials::CredentialsEntry>,
+    /// Where callers' consented tokens (`[credentials.NAME] consent`) are kept across restarts,
+    /// and where `moat credentials` lists and revokes them: `{ path = "credentials.sealed",
+    /// key = "${secret:CREDENTIAL_STORE_KEY}" }`. Without it they live in memory only.
+    credential_store: Option<super::credentials::StoreEntry>,
     /// How big a plugin's component may be. Read when moat starts; a reload keeps the values
     /// it started with.
     engine: Option<EngineEntry>,
@@ -189,6 +193,7 @@ pub fn read_service(path: &Path, secrets: Option<&Path>) -> Result<Service> {
         telemetry: file.telemetry,
         cluster: file.cluster,
         credentials: file.credentials,
+        credential_store: file.credential_store,
         base,
         expand: &|text| lookup.expand(text),
     })

@@ -22,6 +22,28 @@ use crate::access::oauth::check_issuer_url;
 use crate::sandbox::network::{Injection, NetworkGrant};
 use crate::upstream::{Secret, Source, consent, exchange};
 
+/// `credential_store`: where callers' consented tokens are kept across restarts.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(super) struct StoreEntry {
+    /// The file, relative to moat.toml; owner-only, sealed whole.
+    path: std::path::PathBuf,
+    /// The secret its key is derived from, at least 32 characters: `${secret:NAME}`.
+    key: String,
+}
+
+/// The store `entry` names: its path (resolved against `base`) and its secret.
+pub(super) fn store(
+    entry: &StoreEntry,
+    base: &std::path::Path,
+    expand: &dyn Fn(&str) -> Result<String>,
+) -> Result<(std::path::PathBuf, String)> {
+    let key = expand(&entry.key).context("credential_store key")?;
+    // Checked now, so that a short key is a config error, not a failure at the first consent.
+    crate::upstream::store::Store::new(&base.join(&entry.path), &key)?;
+    Ok((base.join(&entry.path), key))
+}
+
 /// One source of per-caller credentials.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]

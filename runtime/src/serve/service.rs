@@ -236,6 +236,8 @@ pub struct Service {
     pub cluster: Option<crate::cluster::Settings>,
     /// The sources of callers' own credentials for upstreams (`[credentials]`).
     pub credentials: BTreeMap<String, crate::upstream::Source>,
+    /// Where callers' consented tokens are kept: the file and the secret of its key.
+    pub credential_store: Option<(PathBuf, String)>,
 }
 
 impl Service {
@@ -257,6 +259,7 @@ pub(super) struct Tables<'a> {
     pub telemetry: Option<TelemetryEntry>,
     pub cluster: Option<super::cluster::ClusterEntry>,
     pub credentials: BTreeMap<String, super::credentials::CredentialsEntry>,
+    pub credential_store: Option<super::credentials::StoreEntry>,
     pub base: &'a Path,
     pub expand: &'a dyn Fn(&str) -> Result<String>,
 }
@@ -264,6 +267,11 @@ pub(super) struct Tables<'a> {
 pub(super) fn parse(tables: Tables) -> Result<Service> {
     let mut service = Service {
         credentials: super::credentials::sources(&tables.credentials, tables.expand)?,
+        credential_store: tables
+            .credential_store
+            .as_ref()
+            .map(|entry| super::credentials::store(entry, tables.base, tables.expand))
+            .transpose()?,
         ..Service::default()
     };
     let auth = tables.auth.unwrap_or_default();
@@ -418,6 +426,7 @@ mod tests {
             telemetry: tables.telemetry,
             cluster: None,
             credentials: BTreeMap::new(),
+            credential_store: None,
             base: Path::new("/srv/moat"),
             expand: &expand,
         })

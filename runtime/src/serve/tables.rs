@@ -190,7 +190,7 @@ impl Tables {
             self.state_key = service.request_state_key.clone();
         }
         catalogue.set_tool_sets(service.tool_sets(&self.policy.deny_tools));
-        catalogue.set_credential_sources(service.credentials)?;
+        catalogue.set_credential_sources(service.credentials, service.credential_store)?;
         catalogue
             .quotas()
             .configure(service.default_quota, service.quotas);

@@ -15,6 +15,7 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
+use super::store::{Entry, Store};
 use crate::access::oauth::body::read_capped;
 
 /// How long a link may wait for the caller.
@@ -54,8 +55,21 @@ struct Pending {
 struct Tokens {
     access: String,
     refresh: Option<String>,
-    /// When the access token must be refreshed; `None`: it says no expiry.
-    until: Option<Instant>,
+    /// When the access token must be refreshed, in seconds since the Unix epoch; `None`: it
+    /// says no expiry.
+    until: Option<u64>,
+}
+
+impl Tokens {
+    fn fresh(&self) -> bool {
+        self.until.is_none_or(|until| now() < until)
+    }
+}
+
+fn now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
 }
 
 /// What the caller is sent to, and the question that sends it.
@@ -72,6 +86,8 @@ pub struct Consents {
     tokens: Mutex<HashMap<(String, String), Tokens>>,
     /// Woken whenever a caller's tokens arrive.
     arrived: tokio::sync::Notify,
+    /// Where the tokens are kept across restarts, when configured.
+    store: Option<Store>,
 }
 
 /// What a token endpoint answers.
@@ -89,6 +105,60 @@ struct Refused {
 }
 
 impl Consents {
+    /// Tokens kept in `store` (and read from it now), or in memory only.
+    pub fn new(store: Option<Store>) -> anyhow::Result<Self> {
+        let consents = Self {
+            store,
+            ..Self::default()
+        };
+        consents.reload()?;
+        Ok(consents)
+    }
+
+    /// Reads the store's tokens in place of those held.
+    fn reload(&self) -> anyhow::Result<()> {
+        let Some(store) = &self.store else {
+            return Ok(());
+        };
+        let entries = store.load()?;
+        let mut tokens = self.tokens.lock().unwrap_or_else(|e| e.into_inner());
+        *tokens = entries
+            .into_iter()
+            .map(|e| {
+                let tokens = Tokens {
+                    access: e.access,
+                    refresh: e.refresh,
+                    until: e.refresh_at,
+                };
+                ((e.source, e.principal), tokens)
+            })
+            .collect();
+        Ok(())
+    }
+
+    /// Writes the tokens held to the store; a failure is logged (the tokens still serve).
+    fn persist(&self) {
+        let Some(store) = &self.store else {
+            return;
+        };
+        let entries: Vec<Entry> = self
+            .tokens
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .map(|((source, principal), t)| Entry {
+                source: source.clone(),
+                principal: principal.clone(),
+                access: t.access.clone(),
+                refresh: t.refresh.clone(),
+                refresh_at: t.until,
+            })
+            .collect();
+        if let Err(error) = store.save(&entries) {
+            tracing::error!("could not keep callers' tokens in the credential store: {error:#}");
+        }
+    }
+
     /// A new link for `principal` to give `source`'s tokens.
     pub fn link(&self, source: &str, principal: &str, settings: &Settings) -> Result<Link, String> {
         let state = random::<16>()?;
@@ -184,10 +254,10 @@ impl Consents {
     fn keep(&self, source: &str, principal: &str, answer: Answer) {
         let until = answer
             .expires_in
-            .map(|s| Instant::now() + Duration::from_secs(s).saturating_sub(REFRESH_BEFORE));
+            .map(|s| now() + s.saturating_sub(REFRESH_BEFORE.as_secs()));
         let mut tokens = self.tokens.lock().unwrap_or_else(|e| e.into_inner());
         if tokens.len() >= MAX_KEPT {
-            tokens.retain(|_, t| t.refresh.is_some() || t.until.is_none_or(|u| Instant::now() < u));
+            tokens.retain(|_, t| t.refresh.is_some() || t.fresh());
         }
         tokens.insert(
             (source.to_string(), principal.to_string()),
@@ -198,6 +268,7 @@ impl Consents {
             },
         );
         drop(tokens);
+        self.persist();
         self.arrived.notify_waiters();
     }
 
@@ -211,13 +282,18 @@ impl Consents {
         settings: &Settings,
     ) -> Option<String> {
         let key = (source.to_string(), principal.to_string());
+        if self.store.as_ref().is_some_and(Store::changed)
+            && let Err(error) = self.reload()
+        {
+            tracing::error!("could not read the credential store again: {error:#}");
+        }
         let kept = self
             .tokens
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .get(&key)
             .cloned()?;
-        if kept.until.is_none_or(|until| Instant::now() < until) {
+        if kept.fresh() {
             return Some(kept.access);
         }
         let Some(refresh) = kept.refresh else {
@@ -254,10 +330,14 @@ impl Consents {
 
     /// Drops `principal`'s tokens from `source`.
     pub fn forget(&self, source: &str, principal: &str) {
-        self.tokens
+        let removed = self
+            .tokens
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .remove(&(source.to_string(), principal.to_string()));
+        if removed.is_some() {
+            self.persist();
+        }
     }
 }
 

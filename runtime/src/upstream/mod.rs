@@ -29,6 +29,7 @@ use crate::sandbox::network::{CallCredentials, Missing, NetworkGrant};
 
 pub mod consent;
 pub mod exchange;
+pub mod store;
 
 /// How long an exchange may take.
 const EXCHANGE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -65,7 +66,8 @@ pub struct Broker {
 }
 
 impl Broker {
-    pub fn new(sources: BTreeMap<String, Source>) -> Result<Self> {
+    /// Serves `sources`, keeping callers' consented tokens in `store` when given.
+    pub fn new(sources: BTreeMap<String, Source>, store: Option<store::Store>) -> Result<Self> {
         crate::supply::source::install_tls_provider();
         let http = reqwest::Client::builder()
             .user_agent(concat!("moat/", env!("CARGO_PKG_VERSION")))
@@ -76,7 +78,7 @@ impl Broker {
         Ok(Self {
             sources,
             kept: exchange::Kept::default(),
-            consents: consent::Consents::default(),
+            consents: consent::Consents::new(store)?,
             http,
         })
     }
@@ -277,7 +279,7 @@ mod tests {
     }
 
     fn broker(source: Source) -> Arc<Broker> {
-        Arc::new(Broker::new(BTreeMap::from([("tracker".to_string(), source)])).unwrap())
+        Arc::new(Broker::new(BTreeMap::from([("tracker".to_string(), source)]), None).unwrap())
     }
 
     #[tokio::test]

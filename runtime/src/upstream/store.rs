@@ -1,0 +1,208 @@
+//! Callers' consented tokens in a file (`credential_store`), so that a restart does not ask
+//! everyone again and `moat credentials` can list and revoke them.
+//!
+//! The file is owner-only and sealed whole with ChaCha20-Poly1305 under a key derived from a
+//! secret of the secrets file: a copy of it without the secret is worth nothing, and a changed
+//! byte makes it unreadable rather than wrong. moat reads it again when another process (the
+//! `moat credentials revoke` of an operator) changed it.
+
+use std::fs;
+use std::io::Write;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::SystemTime;
+
+use anyhow::{Context, Result, bail};
+use ring::aead::{Aad, CHACHA20_POLY1305, LessSafeKey, Nonce, UnboundKey};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+/// What the sealed bytes are bound to: another file's contents do not open as this one's.
+const AAD: &[u8] = b"moat credential store v1";
+/// The shortest secret the key is derived from.
+const MIN_SECRET_CHARS: usize = 32;
+
+/// One principal's tokens from one source.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Entry {
+    pub source: String,
+    pub principal: String,
+    pub access: String,
+    pub refresh: Option<String>,
+    /// When the access token is to be refreshed, in seconds since the Unix epoch.
+    pub refresh_at: Option<u64>,
+}
+
+/// The sealed file.
+pub struct Store {
+    path: PathBuf,
+    key: LessSafeKey,
+    /// The file's modification time and length when last read or written here.
+    seen: Mutex<Option<(SystemTime, u64)>>,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store").field("path", &self.path).finish()
+    }
+}
+
+impl Store {
+    /// The store at `path`, sealed under a key derived from `secret`.
+    pub fn new(path: &Path, secret: &str) -> Result<Self> {
+        if secret.chars().count() < MIN_SECRET_CHARS {
+            bail!(
+                "the credential store's key must be at least {MIN_SECRET_CHARS} characters \
+                 (`openssl rand -hex 32` makes one)"
+            );
+        }
+        let derived = Sha256::digest([b"moat credential store key\0", secret.as_bytes()].concat());
+        let key = UnboundKey::new(&CHACHA20_POLY1305, &derived)
+            .map_err(|_| anyhow::anyhow!("the credential store's key is unusable"))?;
+        Ok(Self {
+            path: path.to_path_buf(),
+            key: LessSafeKey::new(key),
+            seen: Mutex::default(),
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn stamp(&self) -> Option<(SystemTime, u64)> {
+        let meta = fs::metadata(&self.path).ok()?;
+        Some((meta.modified().ok()?, meta.len()))
+    }
+
+    /// Whether the file changed since this store last read or wrote it.
+    pub fn changed(&self) -> bool {
+        *self.seen.lock().unwrap_or_else(|e| e.into_inner()) != self.stamp()
+    }
+
+    /// Every entry; none when the file does not exist yet.
+    pub fn load(&self) -> Result<Vec<Entry>> {
+        let sealed = match fs::read(&self.path) {
+            Ok(bytes) => bytes,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                *self.seen.lock().unwrap_or_else(|e| e.into_inner()) = None;
+                return Ok(Vec::new());
+            }
+            Err(e) => return Err(e).with_context(|| format!("reading {}", self.path.display())),
+        };
+        let mode = fs::metadata(&self.path)?.permissions().mode();
+        if mode & 0o077 != 0 {
+            bail!(
+                "the credential store {} is open to its group or others (mode {:o}); make it \
+                 private with `chmod 600`",
+                self.path.display(),
+                mode & 0o777
+            );
+        }
+        let entries = self.open(sealed).with_context(|| {
+            format!(
+                "the credential store {} does not open with its key (another key, or a changed \
+                 file)",
+                self.path.display()
+            )
+        })?;
+        *self.seen.lock().unwrap_or_else(|e| e.into_inner()) = self.stamp();
+        Ok(entries)
+    }
+
+    fn open(&self, mut sealed: Vec<u8>) -> Result<Vec<Entry>> {
+        if sealed.len() < 12 {
+            bail!("too short");
+        }
+        let mut nonce = [0u8; 12];
+        nonce.copy_from_slice(&sealed[..12]);
+        let plain = self
+            .key
+            .open_in_place(
+                Nonce::assume_unique_for_key(nonce),
+                Aad::from(AAD),
+                &mut sealed[12..],
+            )
+            .map_err(|_| anyhow::anyhow!("not sealed with this key"))?;
+        Ok(serde_json::from_slice(plain)?)
+    }
+
+    /// Replaces the file with `entries`: written beside it, owner-only, then renamed over it.
+    pub fn save(&self, entries: &[Entry]) -> Result<()> {
+        let mut nonce = [0u8; 12];
+        getrandom::fill(&mut nonce).map_err(|e| anyhow::anyhow!("no randomness: {e}"))?;
+        let mut sealed = serde_json::to_vec(entries)?;
+        self.key
+            .seal_in_place_append_tag(
+                Nonce::assume_unique_for_key(nonce),
+                Aad::from(AAD),
+                &mut sealed,
+            )
+            .map_err(|_| anyhow::anyhow!("sealing the credential store failed"))?;
+        let temporary = self.path.with_extension("tmp");
+        let _ = fs::remove_file(&temporary);
+        let mut file = fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&temporary)
+            .with_context(|| format!("writing {}", temporary.display()))?;
+        file.write_all(&nonce)?;
+        file.write_all(&sealed)?;
+        file.sync_all()?;
+        fs::rename(&temporary, &self.path)
+            .with_context(|| format!("replacing {}", self.path.display()))?;
+        *self.seen.lock().unwrap_or_else(|e| e.into_inner()) = self.stamp();
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SECRET: &str = "0123456789abcdef0123456789abcdef";
+
+    fn entry(principal: &str) -> Entry {
+        Entry {
+            source: "tracker".into(),
+            principal: principal.into(),
+            access: format!("access-of-{principal}"),
+            refresh: Some("r".into()),
+            refresh_at: Some(1_900_000_000),
+        }
+    }
+
+    #[test]
+    fn entries_come_back_only_with_the_key_and_never_in_clear() {
+        let dir = std::env::temp_dir().join(format!("moat-store-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("credentials.sealed");
+        let store = Store::new(&path, SECRET).unwrap();
+        assert_eq!(store.load().unwrap(), []);
+        store.save(&[entry("alice"), entry("bob")]).unwrap();
+        assert!(!store.changed());
+        let bytes = fs::read(&path).unwrap();
+        assert!(!String::from_utf8_lossy(&bytes).contains("access-of-alice"));
+        assert_eq!(
+            fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+        // Another process (the same key) reads it; this one sees the change.
+        let other = Store::new(&path, SECRET).unwrap();
+        assert_eq!(other.load().unwrap(), [entry("alice"), entry("bob")]);
+        other.save(&[entry("bob")]).unwrap();
+        assert!(store.changed());
+        assert_eq!(store.load().unwrap(), [entry("bob")]);
+        // Another key, or a changed byte: refused, not misread.
+        let wrong = Store::new(&path, &SECRET.replace('0', "x")).unwrap();
+        assert!(format!("{:#}", wrong.load().unwrap_err()).contains("does not open with its key"));
+        let mut bytes = fs::read(&path).unwrap();
+        *bytes.last_mut().unwrap() ^= 1;
+        fs::write(&path, bytes).unwrap();
+        assert!(store.load().is_err());
+        assert!(Store::new(&path, "short").is_err());
+        fs::remove_dir_all(&dir).unwrap();
+    }
+}
