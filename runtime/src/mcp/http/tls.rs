@@ -49,8 +49,15 @@ pub async fn serve(
     shutdown: CancellationToken,
 ) -> Result<()> {
     crate::supply::source::install_tls_provider();
+    // The times are taken before the files are read, so a change from then on is seen.
+    let seen = files.modified();
     let config = files.load().await?;
-    tokio::spawn(reload_on_change(files, config.clone(), shutdown.clone()));
+    tokio::spawn(reload_on_change(
+        files,
+        seen,
+        config.clone(),
+        shutdown.clone(),
+    ));
     let handle = axum_server::Handle::new();
     let stopping = handle.clone();
     tokio::spawn(async move {
@@ -71,8 +78,12 @@ pub async fn serve(
         .context("serving HTTPS")
 }
 
-async fn reload_on_change(files: Files, config: RustlsConfig, shutdown: CancellationToken) {
-    let mut seen = files.modified();
+async fn reload_on_change(
+    files: Files,
+    mut seen: Option<(SystemTime, SystemTime)>,
+    config: RustlsConfig,
+    shutdown: CancellationToken,
+) {
     let mut ticks = tokio::time::interval(RELOAD_CHECK);
     loop {
         tokio::select! {
