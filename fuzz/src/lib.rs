@@ -1,4 +1,15 @@
-//! What the fuzz targets share: a registry with no plugins, and a runtime to serve it on.
+//! The fuzz targets' checks, one module each (`check` runs one input and panics on a finding),
+//! and what they share: a registry with no plugins, and a runtime to serve it on.
+//!
+//! The fuzzers in `fuzz_targets/` call them; so does the test `fuzz_corpora` of the main
+//! workspace, which runs every committed input of `corpus/` through them in an ordinary build.
+
+pub mod auth;
+pub mod config;
+pub mod http;
+pub mod metadata;
+pub mod stdio;
+pub mod values;
 
 use std::sync::{Arc, LazyLock};
 

@@ -2,8 +2,8 @@
 
 Every test talks to a real `moat serve` process over stdio. Starting one costs seconds (moat compiles
 every plugin it serves), so the servers driven by the `mcp` client start once per session and
-protocol mode and are shared; the tests that need a process of their own (raw stdio, stdin EOF)
-start one.
+protocol mode and are shared (each worker of `./dev test`'s pytest-xdist is a session of its own);
+the tests that need a process of their own (raw stdio, stdin EOF) start one.
 
 Environment:
   MOAT_BIN      the moat executable (default: target/debug/moat)

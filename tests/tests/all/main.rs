@@ -10,6 +10,7 @@ mod fetch;
 mod filesystem;
 mod foreign;
 mod fuel;
+mod fuzz_corpora;
 mod handmade;
 mod health;
 mod hostile;
