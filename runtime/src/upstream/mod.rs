@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 
-use crate::access::{AccessToken, Principal};
+use crate::access::{AccessToken, Principal, Via};
 use crate::sandbox::host::Question;
 use crate::sandbox::network::{CallCredentials, Missing, NetworkGrant};
 
@@ -101,6 +101,7 @@ impl Broker {
         Arc::new(Caller {
             broker: self.clone(),
             principal: principal.name.clone(),
+            on_stdio: principal.via == Via::Stdio,
             token,
             used: Mutex::default(),
         })
@@ -124,6 +125,7 @@ impl Broker {
         name: &str,
         principal: &str,
         token: Option<&AccessToken>,
+        on_stdio: bool,
     ) -> Result<String, Missing> {
         let Some(source) = self.sources.get(name) else {
             return Err(Missing::Refused(format!(
@@ -147,6 +149,11 @@ impl Broker {
                 self.kept.keep(name, principal, &exchanged);
                 Ok(exchanged.access_token)
             }
+            (_, _, Some(_)) if on_stdio => Err(Missing::Refused(format!(
+                "the credential source \"{name}\" asks the caller to connect their account, \
+                 which ends at moat's /oauth/callback, and a stdio moat serves none: give \
+                 principal \"{principal}\" a secret in its `principals`, or serve moat over HTTP"
+            ))),
             (_, _, Some(settings)) => {
                 if let Some(token) = self
                     .consents
@@ -209,6 +216,8 @@ impl Broker {
 pub struct Caller {
     broker: Arc<Broker>,
     principal: String,
+    /// The stdio user, whose moat has no callback for consent.
+    on_stdio: bool,
     token: Option<AccessToken>,
     used: Mutex<Vec<String>>,
 }
@@ -246,7 +255,7 @@ impl CallCredentials for Caller {
         Box::pin(async move {
             let credential = self
                 .broker
-                .credential(source, &self.principal, self.token.as_ref())
+                .credential(source, &self.principal, self.token.as_ref(), self.on_stdio)
                 .await?;
             self.record(source);
             Ok(credential)
@@ -304,6 +313,35 @@ mod tests {
         assert!(other.used().is_empty());
         let gone = refusal(ci.get("wiki").await.unwrap_err());
         assert!(gone.contains("\"wiki\" is no longer configured"), "{gone}");
+    }
+
+    #[tokio::test]
+    async fn consent_is_asked_over_http_and_refused_on_stdio_which_has_no_callback() {
+        let broker = broker(Source {
+            hosts: vec!["https://tracker.example".parse().unwrap()],
+            principals: HashMap::new(),
+            exchange: None,
+            consent: Some(consent::Settings {
+                authorization_endpoint: "https://tracker.example/authorize".into(),
+                token_endpoint: "https://tracker.example/token".into(),
+                client_id: "moat".into(),
+                client_secret: None,
+                scope: None,
+                resource: None,
+                redirect_uri: "https://moat.example/oauth/callback".into(),
+            }),
+        });
+        let remote = broker.for_call(&Principal::api_key("ci"), None);
+        match remote.get("tracker").await.unwrap_err() {
+            Missing::Consent(question) => assert_eq!(question.key, "moat:consent:tracker"),
+            Missing::Refused(why) => panic!("refused over HTTP: {why}"),
+        }
+        let local = broker.for_call(&Principal::stdio("stdio"), None);
+        let why = refusal(local.get("tracker").await.unwrap_err());
+        assert!(
+            why.contains("a stdio moat serves none: give principal \"stdio\" a secret"),
+            "{why}"
+        );
     }
 
     #[tokio::test]
