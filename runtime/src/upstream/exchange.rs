@@ -1,10 +1,11 @@
 //! OAuth 2.0 Token Exchange (RFC 8693): the caller's access token, which moat has checked,
 //! traded at the authorization server for a token meant for the upstream, as moat's own client.
-//! A token is kept per source and principal until shortly before it expires, so a busy caller
-//! costs the authorization server one exchange per token lifetime, not one per request.
+//! A token is kept per source and principal until shortly before it expires, and one exchange
+//! at a time is made for each, so a busy caller costs the authorization server one exchange per
+//! token lifetime, not one per request, even when its first calls come at once.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde::Deserialize;
@@ -35,13 +36,58 @@ pub struct Settings {
     pub scope: Option<String>,
 }
 
+/// A source and a principal.
+type Key = (String, String);
+
 /// Exchanged tokens, by source and principal, with when each must be exchanged again.
 #[derive(Default)]
 pub struct Kept {
-    tokens: Mutex<HashMap<(String, String), (Instant, String)>>,
+    tokens: Mutex<HashMap<Key, (Instant, String)>>,
+    /// A lock for each source and principal with an exchange under way or waiting.
+    turns: Mutex<HashMap<Key, Arc<tokio::sync::Mutex<()>>>>,
+}
+
+/// The right to exchange for one source and principal; the last holder removes its lock.
+pub struct Turn<'a> {
+    kept: &'a Kept,
+    key: Key,
+    lock: Arc<tokio::sync::Mutex<()>>,
+    guard: Option<tokio::sync::OwnedMutexGuard<()>>,
+}
+
+impl Drop for Turn<'_> {
+    fn drop(&mut self) {
+        self.guard.take();
+        let mut turns = self.kept.turns.lock().unwrap_or_else(|e| e.into_inner());
+        // Held by the map and this turn only: no one else waits for it.
+        if Arc::strong_count(&self.lock) == 2 {
+            turns.remove(&self.key);
+        }
+    }
 }
 
 impl Kept {
+    /// Waits until no other exchange for `source` and `principal` is under way.
+    pub async fn turn(&self, source: &str, principal: &str) -> Turn<'_> {
+        let key = (source.to_string(), principal.to_string());
+        let lock = {
+            let mut turns = self.turns.lock().unwrap_or_else(|e| e.into_inner());
+            turns.entry(key.clone()).or_default().clone()
+        };
+        let guard = lock.clone().lock_owned().await;
+        Turn {
+            kept: self,
+            key,
+            lock,
+            guard: Some(guard),
+        }
+    }
+
+    #[cfg(test)]
+    pub fn turns_held(&self) -> usize {
+        self.turns.lock().unwrap().len()
+    }
+
     pub fn get(&self, source: &str, principal: &str) -> Option<String> {
         let tokens = self.tokens.lock().unwrap_or_else(|e| e.into_inner());
         tokens

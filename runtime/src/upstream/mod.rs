@@ -140,6 +140,12 @@ impl Broker {
                 if let Some(kept) = self.kept.get(name, principal) {
                     return Ok(kept);
                 }
+                // One exchange at a time per principal and source: the calls that arrive
+                // meanwhile take the token it keeps instead of each asking for their own.
+                let _turn = self.kept.turn(name, principal).await;
+                if let Some(kept) = self.kept.get(name, principal) {
+                    return Ok(kept);
+                }
                 let exchanged = exchange::exchange(&self.http, settings, token.secret())
                     .await
                     .map_err(|why| {
@@ -278,6 +284,8 @@ impl CallCredentials for Caller {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
     use super::*;
 
     fn refusal(missing: Missing) -> String {
@@ -342,6 +350,61 @@ mod tests {
             why.contains("a stdio moat serves none: give principal \"stdio\" a secret"),
             "{why}"
         );
+    }
+
+    /// A token endpoint that answers every exchange after `delay` with a token naming its
+    /// number, counting them.
+    async fn counting_token_endpoint(delay: Duration) -> (String, Arc<AtomicUsize>) {
+        let count = Arc::new(AtomicUsize::new(0));
+        let counted = count.clone();
+        let answer = move || {
+            let count = count.clone();
+            async move {
+                let n = count.fetch_add(1, Ordering::SeqCst) + 1;
+                tokio::time::sleep(delay).await;
+                (
+                    [(axum::http::header::CONTENT_TYPE, "application/json")],
+                    format!(r#"{{"access_token": "exchanged-{n}", "expires_in": 300}}"#),
+                )
+            }
+        };
+        let app = axum::Router::new().route("/token", axum::routing::post(answer));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/token", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        (url, counted)
+    }
+
+    #[tokio::test]
+    async fn calls_at_once_by_one_principal_share_one_exchange() {
+        let (endpoint, exchanges) = counting_token_endpoint(Duration::from_millis(200)).await;
+        let broker = broker(Source {
+            hosts: vec!["https://tracker.example".parse().unwrap()],
+            principals: HashMap::new(),
+            exchange: Some(exchange::Settings {
+                token_endpoint: endpoint,
+                client_id: "moat".into(),
+                client_secret: "s".into(),
+                audience: None,
+                resource: None,
+                scope: None,
+            }),
+            consent: None,
+        });
+        let call = |name: &str| {
+            let caller = broker.for_call(&Principal::api_key(name), Some(AccessToken::new(name)));
+            async move { caller.get("tracker").await.map_err(refusal) }
+        };
+        let alice = futures_util::future::join_all((0..5).map(|_| call("alice"))).await;
+        assert!(
+            alice.iter().all(|t| t.as_deref() == Ok("exchanged-1")),
+            "{alice:?}"
+        );
+        assert_eq!(exchanges.load(Ordering::SeqCst), 1);
+        // Another principal waits for no one else's exchange, and gets its own token.
+        assert_eq!(call("bob").await.unwrap(), "exchanged-2");
+        assert_eq!(exchanges.load(Ordering::SeqCst), 2);
+        assert_eq!(broker.kept.turns_held(), 0, "a turn outlived its exchanges");
     }
 
     #[tokio::test]
