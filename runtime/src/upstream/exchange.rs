@@ -51,16 +51,14 @@ pub struct Kept {
 pub struct Turn<'a> {
     kept: &'a Kept,
     key: Key,
-    lock: Arc<tokio::sync::Mutex<()>>,
-    guard: Option<tokio::sync::OwnedMutexGuard<()>>,
+    guard: tokio::sync::OwnedMutexGuard<()>,
 }
 
 impl Drop for Turn<'_> {
     fn drop(&mut self) {
-        self.guard.take();
         let mut turns = self.kept.turns.lock().unwrap_or_else(|e| e.into_inner());
         // Held by the map and this turn only: no one else waits for it.
-        if Arc::strong_count(&self.lock) == 2 {
+        if Arc::strong_count(tokio::sync::OwnedMutexGuard::mutex(&self.guard)) == 2 {
             turns.remove(&self.key);
         }
     }
@@ -74,12 +72,10 @@ impl Kept {
             let mut turns = self.turns.lock().unwrap_or_else(|e| e.into_inner());
             turns.entry(key.clone()).or_default().clone()
         };
-        let guard = lock.clone().lock_owned().await;
         Turn {
             kept: self,
             key,
-            lock,
-            guard: Some(guard),
+            guard: lock.lock_owned().await,
         }
     }
 

@@ -295,6 +295,23 @@ mod tests {
         }
     }
 
+    /// A source that exchanges callers' tokens at `token_endpoint`, and nothing else.
+    fn exchanging_at(token_endpoint: &str) -> Source {
+        Source {
+            hosts: vec!["https://tracker.example".parse().unwrap()],
+            principals: HashMap::new(),
+            exchange: Some(exchange::Settings {
+                token_endpoint: token_endpoint.into(),
+                client_id: "moat".into(),
+                client_secret: "s".into(),
+                audience: None,
+                resource: None,
+                scope: None,
+            }),
+            consent: None,
+        }
+    }
+
     fn broker(source: Source) -> Arc<Broker> {
         Arc::new(Broker::new(BTreeMap::from([("tracker".to_string(), source)]), None).unwrap())
     }
@@ -378,19 +395,7 @@ mod tests {
     #[tokio::test]
     async fn calls_at_once_by_one_principal_share_one_exchange() {
         let (endpoint, exchanges) = counting_token_endpoint(Duration::from_millis(200)).await;
-        let broker = broker(Source {
-            hosts: vec!["https://tracker.example".parse().unwrap()],
-            principals: HashMap::new(),
-            exchange: Some(exchange::Settings {
-                token_endpoint: endpoint,
-                client_id: "moat".into(),
-                client_secret: "s".into(),
-                audience: None,
-                resource: None,
-                scope: None,
-            }),
-            consent: None,
-        });
+        let broker = broker(exchanging_at(&endpoint));
         let call = |name: &str| {
             let caller = broker.for_call(&Principal::api_key(name), Some(AccessToken::new(name)));
             async move { caller.get("tracker").await.map_err(refusal) }
@@ -409,19 +414,7 @@ mod tests {
 
     #[tokio::test]
     async fn an_exchange_needs_the_callers_access_token() {
-        let broker = broker(Source {
-            hosts: vec!["https://tracker.example".parse().unwrap()],
-            principals: HashMap::new(),
-            exchange: Some(exchange::Settings {
-                token_endpoint: "http://127.0.0.1:9/token".into(),
-                client_id: "moat".into(),
-                client_secret: "s".into(),
-                audience: None,
-                resource: None,
-                scope: None,
-            }),
-            consent: None,
-        });
+        let broker = broker(exchanging_at("http://127.0.0.1:9/token"));
         let why = refusal(
             broker
                 .for_call(&Principal::api_key("ci"), None)
