@@ -68,34 +68,40 @@ def setup(
     )
     upstream = Upstream(third_party.issuer, audience)
     upstream.server = serve_upstream(upstream, upstream_port)
-    secrets = tmp / "secrets.toml"
-    secrets.write_text('TRACKER_CLIENT = "moat-secret"\nSTORE_KEY = "' + "k" * 40 + '"\n')
-    secrets.chmod(0o600)
-    hashes = ", ".join(f'{name} = "sha256:{hashlib.sha256(key.encode()).hexdigest()}"' for name, key in KEYS.items())
-    toml = f"""
-secrets = "secrets.toml"
-credential_store = {{ path = "credentials.sealed", key = "${{secret:STORE_KEY}}" }}
-
-[plugins.fetch]
-path = {json.dumps(str(plugin("fetch")))}
-network = ["{upstream.url}"]
-inject = [{{ host = "{upstream.url}", header = "Authorization", value = "Bearer ${{credential:tracker}}" }}]
-
-[credentials.tracker]
-hosts = ["{upstream.url}"]
-consent = {{ authorization_endpoint = "{third_party.issuer}/auth", token_endpoint = "{third_party.issuer}/token", client_id = "moat", client_secret = "${{secret:TRACKER_CLIENT}}", redirect_uri = "{callback}", scope = "read", resource = "{audience}" }}
-
-[audit]
-path = "audit.jsonl"
-
-[auth]
-api_keys = {{ {hashes} }}
-"""
+    store = 'credential_store = { path = "credentials.sealed", key = "${secret:STORE_KEY}" }'
+    toml = consent_config(tmp, plugin("fetch"), upstream, third_party, callback, KEYS, store) + \
+        '[audit]\npath = "audit.jsonl"\n'
     moat = start_moat(moat_bin, tmp, port, toml)
     yield Setup(third_party, moat, upstream, tmp / "moat.toml")
     stop(moat.process)
     stop(third_party.process)
     upstream.server.shutdown()
+
+
+def consent_config(tmp: Path, fetch: Path, upstream: Upstream, third_party: AuthServer, callback: str,
+                   keys: dict[str, str], store: str) -> str:
+    """moat.toml's text (and the secrets file it reads, in `tmp`): the fetch plugin sending each
+    caller's consented token from "tracker" to `upstream`, callers by API key, and `store`."""
+    secrets = tmp / "secrets.toml"
+    secrets.write_text('TRACKER_CLIENT = "moat-secret"\nSTORE_KEY = "' + "k" * 40 + '"\n')
+    secrets.chmod(0o600)
+    hashes = ", ".join(f'{name} = "sha256:{hashlib.sha256(key.encode()).hexdigest()}"' for name, key in keys.items())
+    return f"""
+secrets = "secrets.toml"
+{store}
+
+[plugins.fetch]
+path = {json.dumps(str(fetch))}
+network = ["{upstream.url}"]
+inject = [{{ host = "{upstream.url}", header = "Authorization", value = "Bearer ${{credential:tracker}}" }}]
+
+[credentials.tracker]
+hosts = ["{upstream.url}"]
+consent = {{ authorization_endpoint = "{third_party.issuer}/auth", token_endpoint = "{third_party.issuer}/token", client_id = "moat", client_secret = "${{secret:TRACKER_CLIENT}}", redirect_uri = "{callback}", scope = "read", resource = "{upstream.audience}" }}
+
+[auth]
+api_keys = {{ {hashes} }}
+"""
 
 
 @dataclass

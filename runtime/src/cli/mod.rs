@@ -522,13 +522,13 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
                 principal,
                 config,
                 secrets,
-            } => credentials::list(&config, secrets.as_deref(), principal.as_deref()),
+            } => credentials::list(&config, secrets.as_deref(), principal.as_deref()).await,
             CredentialsAction::Revoke {
                 principal,
                 source,
                 config,
                 secrets,
-            } => credentials::revoke(&config, secrets.as_deref(), &principal, &source),
+            } => credentials::revoke(&config, secrets.as_deref(), &principal, &source).await,
         },
         Command::Policy { action } => match action {
             PolicyAction::Check { trust, config } => {

@@ -31,6 +31,8 @@ pub enum Event {
     /// A replica's tool list changed (a reload): the others' listeners list again, through
     /// whichever replica serves them next.
     ToolsChanged,
+    /// A caller's consented tokens arrived: calls waiting for consent look again.
+    ConsentArrived,
 }
 
 /// One event on the wire, with the replica (instance) that raised it.

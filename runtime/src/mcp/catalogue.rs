@@ -90,8 +90,8 @@ struct Inner {
     /// Where callers' own credentials for upstreams come from (`[credentials]`); a reload
     /// replaces it when the sources changed.
     credentials: std::sync::RwLock<Option<Arc<Broker>>>,
-    /// The credential store `credentials` was made with: its file and key's secret.
-    credential_store: Mutex<Option<(std::path::PathBuf, String)>>,
+    /// The credential store `credentials` was made with.
+    credential_store: Mutex<Option<crate::upstream::store::Settings>>,
 }
 
 /// The resource URIs one session subscribed to.
@@ -305,13 +305,15 @@ impl Catalogue {
             .clone()
     }
 
-    /// Serves `sources` from now on, keeping consented tokens in `store` (a file and its key's
-    /// secret); unchanged, they keep the tokens they hold.
+    /// Serves `sources` from now on, keeping consented tokens as `store` says (a file, or under
+    /// `[cluster]` Redis); unchanged, they keep the tokens they hold.
     pub fn set_credential_sources(
         &self,
         sources: std::collections::BTreeMap<String, crate::upstream::Source>,
-        store: Option<(std::path::PathBuf, String)>,
+        store: Option<crate::upstream::store::Settings>,
     ) -> anyhow::Result<()> {
+        use crate::upstream::consent::Keeping;
+        use crate::upstream::store::{Seal, Store};
         let mut current = self.inner.credentials.write().expect("credentials lock");
         let mut kept_store = self.inner.credential_store.lock().expect("store lock");
         let unchanged = *kept_store == store
@@ -323,11 +325,20 @@ impl Catalogue {
             *current = match sources.is_empty() {
                 true => None,
                 false => {
-                    let sealed = store
-                        .as_ref()
-                        .map(|(path, key)| crate::upstream::store::Store::new(path, key))
-                        .transpose()?;
-                    Some(Arc::new(Broker::new(sources, sealed)?))
+                    let keeping = match (&store, self.inner.cluster.get()) {
+                        (Some(store), Some(cluster)) => {
+                            Keeping::Shared(crate::cluster::consents::SharedConsents::new(
+                                cluster.clone(),
+                                Seal::new(&store.key)?,
+                            ))
+                        }
+                        (Some(store), None) => match &store.path {
+                            Some(path) => Keeping::File(Store::new(path, &store.key)?),
+                            None => Keeping::Memory,
+                        },
+                        (None, _) => Keeping::Memory,
+                    };
+                    Some(Arc::new(Broker::new(sources, keeping)?))
                 }
             };
             *kept_store = store;
@@ -573,6 +584,11 @@ async fn hear_updates(
         match event {
             Event::ResourceUpdated { uri } => catalogue.tell_resource_updated(&uri).await,
             Event::ToolsChanged => catalogue.tell_tools_changed_elsewhere(),
+            Event::ConsentArrived => {
+                if let Some(broker) = catalogue.credentials() {
+                    broker.consent_arrived();
+                }
+            }
             Event::StopRun { .. } => {}
         }
     }

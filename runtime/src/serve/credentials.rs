@@ -20,28 +20,42 @@ use serde::Deserialize;
 
 use crate::access::oauth::check_issuer_url;
 use crate::sandbox::network::{Injection, NetworkGrant};
-use crate::upstream::{Secret, Source, consent, exchange};
+use crate::upstream::{Secret, Source, consent, exchange, store};
 
 /// `credential_store`: where callers' consented tokens are kept across restarts.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct StoreEntry {
-    /// The file, relative to moat.toml; owner-only, sealed whole.
-    path: std::path::PathBuf,
+    /// The file, relative to moat.toml; owner-only, sealed whole. Not under `[cluster]`,
+    /// where the tokens are kept in Redis, each sealed with `key`.
+    path: Option<std::path::PathBuf>,
     /// The secret its key is derived from, at least 32 characters: `${secret:NAME}`.
     key: String,
 }
 
-/// The store `entry` names: its path (resolved against `base`) and its secret.
+/// The store `entry` names: its path (resolved against `base`) and its secret; `clustered`
+/// when `[cluster]` keeps the tokens in Redis instead of a file.
 pub(super) fn store(
     entry: &StoreEntry,
     base: &std::path::Path,
     expand: &dyn Fn(&str) -> Result<String>,
-) -> Result<(std::path::PathBuf, String)> {
+    clustered: bool,
+) -> Result<store::Settings> {
     let key = expand(&entry.key).context("credential_store key")?;
     // Checked now, so that a short key is a config error, not a failure at the first consent.
-    crate::upstream::store::Store::new(&base.join(&entry.path), &key)?;
-    Ok((base.join(&entry.path), key))
+    store::Seal::new(&key)?;
+    let path = entry.path.as_ref().map(|p| base.join(p));
+    match (&path, clustered) {
+        (Some(_), true) => bail!(
+            "credential_store: under [cluster] the replicas keep callers' tokens in Redis, each \
+             sealed with `key`; drop `path`, which would keep them apart"
+        ),
+        (None, false) => bail!(
+            "credential_store names no `path`: give the file that keeps callers' tokens (or \
+             [cluster], whose Redis keeps them)"
+        ),
+        _ => Ok(store::Settings { path, key }),
+    }
 }
 
 /// One source of per-caller credentials.

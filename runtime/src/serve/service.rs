@@ -236,8 +236,8 @@ pub struct Service {
     pub cluster: Option<crate::cluster::Settings>,
     /// The sources of callers' own credentials for upstreams (`[credentials]`).
     pub credentials: BTreeMap<String, crate::upstream::Source>,
-    /// Where callers' consented tokens are kept: the file and the secret of its key.
-    pub credential_store: Option<(PathBuf, String)>,
+    /// Where callers' consented tokens are kept: the file (or Redis) and the secret of its key.
+    pub credential_store: Option<crate::upstream::store::Settings>,
 }
 
 impl Service {
@@ -270,7 +270,10 @@ pub(super) fn parse(tables: Tables) -> Result<Service> {
         credential_store: tables
             .credential_store
             .as_ref()
-            .map(|entry| super::credentials::store(entry, tables.base, tables.expand))
+            .map(|entry| {
+                let clustered = tables.cluster.is_some();
+                super::credentials::store(entry, tables.base, tables.expand, clustered)
+            })
             .transpose()?,
         ..Service::default()
     };
@@ -364,6 +367,17 @@ pub(super) fn parse(tables: Tables) -> Result<Service> {
     service.otlp_endpoint = tables.telemetry.unwrap_or_default().otlp_endpoint;
     if let Some(entry) = tables.cluster {
         service.cluster = Some(super::cluster::parse(entry, tables.expand)?);
+        let consenting = service
+            .credentials
+            .iter()
+            .find(|(_, s)| s.consent.is_some());
+        if let (Some((name, _)), None) = (consenting, &service.credential_store) {
+            bail!(
+                "[credentials.{name}] asks callers' consent, and under [cluster] the tokens it \
+                 yields are kept in Redis, sealed: give credential_store = {{ key = \
+                 \"${{secret:NAME}}\" }} (at least 32 characters)"
+            );
+        }
     }
     Ok(service)
 }
@@ -414,6 +428,10 @@ mod tests {
             quotas: Option<QuotasEntry>,
             http: Option<HttpEntry>,
             telemetry: Option<TelemetryEntry>,
+            cluster: Option<super::super::cluster::ClusterEntry>,
+            #[serde(default)]
+            credentials: BTreeMap<String, super::super::credentials::CredentialsEntry>,
+            credential_store: Option<super::super::credentials::StoreEntry>,
         }
         let tables: Tables = toml::from_str(text)?;
         let expand =
@@ -424,9 +442,9 @@ mod tests {
             quotas: tables.quotas,
             http: tables.http,
             telemetry: tables.telemetry,
-            cluster: None,
-            credentials: BTreeMap::new(),
-            credential_store: None,
+            cluster: tables.cluster,
+            credentials: tables.credentials,
+            credential_store: tables.credential_store,
             base: Path::new("/srv/moat"),
             expand: &expand,
         })
@@ -526,5 +544,39 @@ mod tests {
             let error = format!("{:#}", read(text).unwrap_err());
             assert!(error.contains(expected), "{text}: {error}");
         }
+    }
+
+    #[test]
+    fn consent_under_cluster_keeps_its_tokens_in_redis_sealed_with_a_key() {
+        const CONSENT: &str = r#"
+            [credentials.tracker]
+            hosts = ["api.tracker.example"]
+            consent = { authorization_endpoint = "https://t.example/auth", token_endpoint = "https://t.example/token", client_id = "moat", redirect_uri = "https://moat.example/oauth/callback" }
+        "#;
+        const CLUSTER: &str = "[cluster]\nredis = \"redis://127.0.0.1:6379\"\nreplica = \"r1\"\n";
+        let key = format!("\"{}\"", "k".repeat(32));
+        let error = |text: &str| format!("{:#}", read(text).unwrap_err());
+        let unsealed = error(&format!("{CONSENT}\n{CLUSTER}"));
+        assert!(
+            unsealed.contains("[credentials.tracker] asks callers' consent")
+                && unsealed.contains("credential_store = { key"),
+            "{unsealed}"
+        );
+        let both = error(&format!(
+            "credential_store = {{ path = \"c.sealed\", key = {key} }}\n{CONSENT}\n{CLUSTER}"
+        ));
+        assert!(both.contains("drop `path`"), "{both}");
+        let nowhere = error(&format!("credential_store = {{ key = {key} }}\n{CONSENT}"));
+        assert!(nowhere.contains("names no `path`"), "{nowhere}");
+        let shared = read(&format!(
+            "credential_store = {{ key = {key} }}\n{CONSENT}\n{CLUSTER}"
+        ))
+        .unwrap();
+        let store = shared.credential_store.unwrap();
+        assert_eq!(store.path, None);
+        assert!(
+            !format!("{store:?}").contains("kkkk"),
+            "the key never prints"
+        );
     }
 }

@@ -12,11 +12,12 @@ use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::store::{Entry, Store};
 use crate::access::oauth::body::read_capped;
+use crate::cluster::consents::SharedConsents;
 
 /// How long a link may wait for the caller.
 const LINK_LIFETIME: Duration = Duration::from_secs(600);
@@ -43,10 +44,16 @@ pub struct Settings {
 }
 
 /// A link made for one principal and source, waiting for the caller.
-struct Pending {
+#[derive(Serialize, Deserialize)]
+struct Waiting {
     source: String,
     principal: String,
     verifier: String,
+}
+
+/// A link waiting here, until its time is up.
+struct Pending {
+    waiting: Waiting,
     until: Instant,
 }
 
@@ -64,6 +71,25 @@ impl Tokens {
     fn fresh(&self) -> bool {
         self.until.is_none_or(|until| now() < until)
     }
+
+    fn from_entry(entry: Entry) -> ((String, String), Self) {
+        let tokens = Self {
+            access: entry.access,
+            refresh: entry.refresh,
+            until: entry.refresh_at,
+        };
+        ((entry.source, entry.principal), tokens)
+    }
+
+    fn to_entry(&self, source: &str, principal: &str) -> Entry {
+        Entry {
+            source: source.to_string(),
+            principal: principal.to_string(),
+            access: self.access.clone(),
+            refresh: self.refresh.clone(),
+            refresh_at: self.until,
+        }
+    }
 }
 
 fn now() -> u64 {
@@ -79,15 +105,28 @@ pub struct Link {
     pub elicitation_id: String,
 }
 
+/// Where callers' tokens are kept besides this moat's memory.
+#[derive(Default)]
+pub enum Keeping {
+    /// Nowhere: a restart asks every caller again.
+    #[default]
+    Memory,
+    /// A sealed file, read again when another process changes it.
+    File(Store),
+    /// Redis, with the links, so that every replica serves them; what is here is a copy that
+    /// serves while Redis cannot be reached.
+    Shared(SharedConsents),
+}
+
 /// Links waiting for callers, and the tokens callers gave.
 #[derive(Default)]
 pub struct Consents {
+    /// Links made here that no other replica can end (Redis was unreachable, or there is none).
     pending: Mutex<HashMap<String, Pending>>,
     tokens: Mutex<HashMap<(String, String), Tokens>>,
     /// Woken whenever a caller's tokens arrive.
     arrived: tokio::sync::Notify,
-    /// Where the tokens are kept across restarts, when configured.
-    store: Option<Store>,
+    keeping: Keeping,
 }
 
 /// What a token endpoint answers.
@@ -105,40 +144,30 @@ struct Refused {
 }
 
 impl Consents {
-    /// Tokens kept in `store` (and read from it now), or in memory only.
-    pub fn new(store: Option<Store>) -> anyhow::Result<Self> {
+    /// Tokens kept as `keeping` says (and read from a file now).
+    pub fn new(keeping: Keeping) -> anyhow::Result<Self> {
         let consents = Self {
-            store,
+            keeping,
             ..Self::default()
         };
         consents.reload()?;
         Ok(consents)
     }
 
-    /// Reads the store's tokens in place of those held.
+    /// Reads the file's tokens in place of those held.
     fn reload(&self) -> anyhow::Result<()> {
-        let Some(store) = &self.store else {
+        let Keeping::File(store) = &self.keeping else {
             return Ok(());
         };
         let entries = store.load()?;
-        let mut tokens = self.tokens.lock().unwrap_or_else(|e| e.into_inner());
-        *tokens = entries
-            .into_iter()
-            .map(|e| {
-                let tokens = Tokens {
-                    access: e.access,
-                    refresh: e.refresh,
-                    until: e.refresh_at,
-                };
-                ((e.source, e.principal), tokens)
-            })
-            .collect();
+        *self.tokens.lock().unwrap_or_else(|e| e.into_inner()) =
+            entries.into_iter().map(Tokens::from_entry).collect();
         Ok(())
     }
 
-    /// Writes the tokens held to the store; a failure is logged (the tokens still serve).
+    /// Writes the tokens held to the file; a failure is logged (the tokens still serve).
     fn persist(&self) {
-        let Some(store) = &self.store else {
+        let Keeping::File(store) = &self.keeping else {
             return;
         };
         let entries: Vec<Entry> = self
@@ -146,13 +175,7 @@ impl Consents {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .iter()
-            .map(|((source, principal), t)| Entry {
-                source: source.clone(),
-                principal: principal.clone(),
-                access: t.access.clone(),
-                refresh: t.refresh.clone(),
-                refresh_at: t.until,
-            })
+            .map(|((source, principal), t)| t.to_entry(source, principal))
             .collect();
         if let Err(error) = store.save(&entries) {
             tracing::error!("could not keep callers' tokens in the credential store: {error:#}");
@@ -160,7 +183,12 @@ impl Consents {
     }
 
     /// A new link for `principal` to give `source`'s tokens.
-    pub fn link(&self, source: &str, principal: &str, settings: &Settings) -> Result<Link, String> {
+    pub async fn link(
+        &self,
+        source: &str,
+        principal: &str,
+        settings: &Settings,
+    ) -> Result<Link, String> {
         let state = random::<16>()?;
         // RFC 7636: 43 to 128 characters.
         let verifier = random::<32>()?;
@@ -183,6 +211,24 @@ impl Consents {
                 query.append_pair("resource", resource);
             }
         }
+        let waiting = Waiting {
+            source: source.to_string(),
+            principal: principal.to_string(),
+            verifier,
+        };
+        let link = Link {
+            url: url.into(),
+            elicitation_id: random::<16>()?,
+        };
+        if let Keeping::Shared(shared) = &self.keeping {
+            match shared.put_link(&state, &waiting, LINK_LIFETIME).await {
+                Ok(()) => return Ok(link),
+                Err(_) => tracing::warn!(
+                    "Redis is unreachable: a consent link is kept on this replica only, and \
+                     ends only if the caller's browser comes back here"
+                ),
+            }
+        }
         let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
         if pending.len() >= MAX_PENDING {
             let now = Instant::now();
@@ -199,23 +245,27 @@ impl Consents {
         pending.insert(
             state,
             Pending {
-                source: source.to_string(),
-                principal: principal.to_string(),
-                verifier,
+                waiting,
                 until: Instant::now() + LINK_LIFETIME,
             },
         );
-        Ok(Link {
-            url: url.into(),
-            elicitation_id: random::<16>()?,
-        })
+        Ok(link)
     }
 
     /// The source and principal a callback's `state` was made for, taken once: a second use of
     /// the same state, a state moat never made and one past its time are all refused.
-    fn take(&self, state: &str) -> Option<Pending> {
-        let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
-        pending.remove(state).filter(|p| Instant::now() < p.until)
+    async fn take(&self, state: &str) -> Option<Waiting> {
+        let here = {
+            let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+            pending.remove(state)
+        };
+        if let Some(pending) = here {
+            return (Instant::now() < pending.until).then_some(pending.waiting);
+        }
+        match &self.keeping {
+            Keeping::Shared(shared) => shared.take_link(state).await.ok().flatten(),
+            _ => None,
+        }
     }
 
     /// Ends the flow `state` began with `code`: asks the token endpoint of its source (found by
@@ -229,6 +279,7 @@ impl Consents {
     ) -> Result<(String, String), String> {
         let pending = self
             .take(state)
+            .await
             .ok_or("this link was used already, has expired, or was not made by this moat")?;
         let settings = settings(&pending.source).ok_or_else(|| {
             format!(
@@ -247,29 +298,63 @@ impl Consents {
             ],
         )
         .await?;
-        self.keep(&pending.source, &pending.principal, answer);
+        self.keep(&pending.source, &pending.principal, answer).await;
         Ok((pending.source, pending.principal))
     }
 
-    fn keep(&self, source: &str, principal: &str, answer: Answer) {
+    async fn keep(&self, source: &str, principal: &str, answer: Answer) {
         let until = answer
             .expires_in
             .map(|s| now() + s.saturating_sub(REFRESH_BEFORE.as_secs()));
+        let kept = Tokens {
+            access: answer.access_token,
+            refresh: answer.refresh_token,
+            until,
+        };
+        let entry = kept.to_entry(source, principal);
+        self.hold(source, principal, kept);
+        self.persist();
+        if let Keeping::Shared(shared) = &self.keeping
+            && shared.put(&entry).await.is_err()
+        {
+            tracing::warn!(
+                source,
+                principal,
+                "Redis is unreachable: a caller's consent serves on this replica only"
+            );
+        }
+        self.arrived.notify_waiters();
+    }
+
+    /// Holds `kept` here, in place of what `principal` had from `source`.
+    fn hold(&self, source: &str, principal: &str, kept: Tokens) {
         let mut tokens = self.tokens.lock().unwrap_or_else(|e| e.into_inner());
         if tokens.len() >= MAX_KEPT {
             tokens.retain(|_, t| t.refresh.is_some() || t.fresh());
         }
-        tokens.insert(
-            (source.to_string(), principal.to_string()),
-            Tokens {
-                access: answer.access_token,
-                refresh: answer.refresh_token,
-                until,
-            },
-        );
-        drop(tokens);
-        self.persist();
-        self.arrived.notify_waiters();
+        tokens.insert((source.to_string(), principal.to_string()), kept);
+    }
+
+    /// Takes in what Redis holds for `principal` from `source`, when it answers: tokens that
+    /// another replica obtained, refreshed or dropped.
+    async fn look_up(&self, source: &str, principal: &str) {
+        let Keeping::Shared(shared) = &self.keeping else {
+            return;
+        };
+        match shared.get(source, principal).await {
+            Ok(Some(entry)) => {
+                let (_, kept) = Tokens::from_entry(entry);
+                self.hold(source, principal, kept);
+            }
+            Ok(None) => {
+                self.tokens
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .remove(&(source.to_string(), principal.to_string()));
+            }
+            // What this replica holds serves until Redis is back.
+            Err(_) => {}
+        }
     }
 
     /// `principal`'s access token from `source`, refreshed if it expired; `None` when there is
@@ -282,11 +367,13 @@ impl Consents {
         settings: &Settings,
     ) -> Option<String> {
         let key = (source.to_string(), principal.to_string());
-        if self.store.as_ref().is_some_and(Store::changed)
+        if let Keeping::File(store) = &self.keeping
+            && store.changed()
             && let Err(error) = self.reload()
         {
             tracing::error!("could not read the credential store again: {error:#}");
         }
+        self.look_up(source, principal).await;
         let kept = self
             .tokens
             .lock()
@@ -297,7 +384,7 @@ impl Consents {
             return Some(kept.access);
         }
         let Some(refresh) = kept.refresh else {
-            self.forget(source, principal);
+            self.forget(source, principal).await;
             return None;
         };
         match token_request(
@@ -312,12 +399,12 @@ impl Consents {
                 // expects the old one again.
                 answer.refresh_token.get_or_insert(refresh);
                 let access = answer.access_token.clone();
-                self.keep(source, principal, answer);
+                self.keep(source, principal, answer).await;
                 Some(access)
             }
             Err(why) => {
                 tracing::info!(source, "a refresh failed, the caller is asked again: {why}");
-                self.forget(source, principal);
+                self.forget(source, principal).await;
                 None
             }
         }
@@ -328,8 +415,13 @@ impl Consents {
         self.arrived.notified().await;
     }
 
+    /// Wakes the calls waiting for tokens: another replica kept some.
+    pub fn arrived_elsewhere(&self) {
+        self.arrived.notify_waiters();
+    }
+
     /// Drops `principal`'s tokens from `source`.
-    pub fn forget(&self, source: &str, principal: &str) {
+    pub async fn forget(&self, source: &str, principal: &str) {
         let removed = self
             .tokens
             .lock()
@@ -337,6 +429,15 @@ impl Consents {
             .remove(&(source.to_string(), principal.to_string()));
         if removed.is_some() {
             self.persist();
+        }
+        if let Keeping::Shared(shared) = &self.keeping
+            && shared.remove(source, principal).await.is_err()
+        {
+            tracing::warn!(
+                source,
+                principal,
+                "Redis is unreachable: a refused token is dropped on this replica only"
+            );
         }
     }
 }
@@ -398,10 +499,13 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_link_carries_a_fresh_state_and_an_s256_challenge() {
+    #[tokio::test]
+    async fn a_link_carries_a_fresh_state_and_an_s256_challenge() {
         let consents = Consents::default();
-        let link = consents.link("tracker", "alice", &settings()).unwrap();
+        let link = consents
+            .link("tracker", "alice", &settings())
+            .await
+            .unwrap();
         let url = reqwest::Url::parse(&link.url).unwrap();
         let query: HashMap<String, String> = url.query_pairs().into_owned().collect();
         assert_eq!(query["tenant"], "1");
@@ -410,7 +514,7 @@ mod tests {
         assert_eq!(query["redirect_uri"], "https://moat.example/oauth/callback");
         assert_eq!(query["scope"], "read");
         let state = &query["state"];
-        let pending = consents.take(state).unwrap();
+        let pending = consents.take(state).await.unwrap();
         assert_eq!(
             (&*pending.source, &*pending.principal),
             ("tracker", "alice")
@@ -421,17 +525,23 @@ mod tests {
             URL_SAFE_NO_PAD.encode(Sha256::digest(pending.verifier.as_bytes()))
         );
         // Once only; and a state moat never made is nothing.
-        assert!(consents.take(state).is_none());
-        assert!(consents.take("made-up").is_none());
-        let other = consents.link("tracker", "alice", &settings()).unwrap();
+        assert!(consents.take(state).await.is_none());
+        assert!(consents.take("made-up").await.is_none());
+        let other = consents
+            .link("tracker", "alice", &settings())
+            .await
+            .unwrap();
         assert_ne!(other.url, link.url);
         assert_ne!(other.elicitation_id, link.elicitation_id);
     }
 
-    #[test]
-    fn a_link_past_its_time_is_refused() {
+    #[tokio::test]
+    async fn a_link_past_its_time_is_refused() {
         let consents = Consents::default();
-        let link = consents.link("tracker", "alice", &settings()).unwrap();
+        let link = consents
+            .link("tracker", "alice", &settings())
+            .await
+            .unwrap();
         let url = reqwest::Url::parse(&link.url).unwrap();
         let state = url
             .query_pairs()
@@ -446,7 +556,7 @@ mod tests {
             .get_mut(&state)
             .unwrap()
             .until = Instant::now();
-        assert!(consents.take(&state).is_none());
+        assert!(consents.take(&state).await.is_none());
     }
 
     #[tokio::test]
@@ -459,25 +569,27 @@ mod tests {
             refresh_token: None,
             expires_in: Some(3600),
         };
-        consents.keep("tracker", "alice", answer("a"));
-        consents.keep("tracker", "bob", answer("b"));
+        consents.keep("tracker", "alice", answer("a")).await;
+        consents.keep("tracker", "bob", answer("b")).await;
         let settings = settings();
         let token = |p: &'static str| consents.token(&http, "tracker", p, &settings);
         assert_eq!(token("alice").await.as_deref(), Some("a"));
         assert_eq!(token("bob").await.as_deref(), Some("b"));
         assert_eq!(token("carol").await, None);
-        consents.forget("tracker", "alice");
+        consents.forget("tracker", "alice").await;
         assert_eq!(token("alice").await, None);
         // Expired without a refresh token: gone, the caller is asked again.
-        consents.keep(
-            "tracker",
-            "bob",
-            Answer {
-                access_token: "b2".into(),
-                refresh_token: None,
-                expires_in: Some(1),
-            },
-        );
+        consents
+            .keep(
+                "tracker",
+                "bob",
+                Answer {
+                    access_token: "b2".into(),
+                    refresh_token: None,
+                    expires_in: Some(1),
+                },
+            )
+            .await;
         assert_eq!(token("bob").await, None);
     }
 }

@@ -66,8 +66,8 @@ pub struct Broker {
 }
 
 impl Broker {
-    /// Serves `sources`, keeping callers' consented tokens in `store` when given.
-    pub fn new(sources: BTreeMap<String, Source>, store: Option<store::Store>) -> Result<Self> {
+    /// Serves `sources`, keeping callers' consented tokens as `keeping` says.
+    pub fn new(sources: BTreeMap<String, Source>, keeping: consent::Keeping) -> Result<Self> {
         crate::supply::source::install_tls_provider();
         let http = reqwest::Client::builder()
             .user_agent(concat!("moat/", env!("CARGO_PKG_VERSION")))
@@ -78,7 +78,7 @@ impl Broker {
         Ok(Self {
             sources,
             kept: exchange::Kept::default(),
-            consents: consent::Consents::new(store)?,
+            consents: consent::Consents::new(keeping)?,
             http,
         })
     }
@@ -105,6 +105,11 @@ impl Broker {
             token,
             used: Mutex::default(),
         })
+    }
+
+    /// Wakes the calls here waiting for consent: another replica kept a caller's tokens.
+    pub fn consent_arrived(&self) {
+        self.consents.arrived_elsewhere();
     }
 
     /// Ends a consent flow at moat's callback: the source and principal it was for.
@@ -171,6 +176,7 @@ impl Broker {
                 let link = self
                     .consents
                     .link(name, principal, settings)
+                    .await
                     .map_err(Missing::Refused)?;
                 Err(Missing::Consent(Question {
                     key: format!("moat:consent:{name}"),
@@ -268,17 +274,19 @@ impl CallCredentials for Caller {
         })
     }
 
-    fn refused(&self, source: &str) {
-        // A token the upstream no longer takes (revoked, its rights changed): the next request
-        // exchanges anew, or asks the caller again. A fixed secret stays what the operator
-        // configured.
-        self.broker.kept.forget(source, &self.principal);
-        self.broker.consents.forget(source, &self.principal);
-        tracing::info!(
-            source,
-            principal = self.principal,
-            "the upstream refused the credential (HTTP 401); the next request gets a new one"
-        );
+    fn refused<'a>(&'a self, source: &'a str) -> Pin<Box<dyn Future<Output = ()> + Send + 'a>> {
+        Box::pin(async move {
+            // A token the upstream no longer takes (revoked, its rights changed): the next
+            // request exchanges anew, or asks the caller again. A fixed secret stays what the
+            // operator configured.
+            self.broker.kept.forget(source, &self.principal);
+            self.broker.consents.forget(source, &self.principal).await;
+            tracing::info!(
+                source,
+                principal = self.principal,
+                "the upstream refused the credential (HTTP 401); the next request gets a new one"
+            );
+        })
     }
 }
 
@@ -313,7 +321,8 @@ mod tests {
     }
 
     fn broker(source: Source) -> Arc<Broker> {
-        Arc::new(Broker::new(BTreeMap::from([("tracker".to_string(), source)]), None).unwrap())
+        let sources = BTreeMap::from([("tracker".to_string(), source)]);
+        Arc::new(Broker::new(sources, consent::Keeping::Memory).unwrap())
     }
 
     #[tokio::test]

@@ -23,6 +23,22 @@ const AAD: &[u8] = b"moat credential store v1";
 /// The shortest secret the key is derived from.
 const MIN_SECRET_CHARS: usize = 32;
 
+/// `credential_store`, checked: the file (none under `[cluster]`, where Redis keeps the
+/// tokens) and the secret the key is derived from.
+#[derive(Clone, PartialEq)]
+pub struct Settings {
+    pub path: Option<PathBuf>,
+    pub key: String,
+}
+
+impl std::fmt::Debug for Settings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Settings")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
+    }
+}
+
 /// One principal's tokens from one source.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Entry {
@@ -34,10 +50,67 @@ pub struct Entry {
     pub refresh_at: Option<u64>,
 }
 
+/// A key that seals bytes for one purpose (its `aad`): sealed under one purpose, they do not
+/// open under another, and a changed byte does not open at all.
+pub struct Seal {
+    key: LessSafeKey,
+}
+
+impl Seal {
+    /// The key derived from `secret`, which must be at least 32 characters.
+    pub fn new(secret: &str) -> Result<Self> {
+        if secret.chars().count() < MIN_SECRET_CHARS {
+            bail!(
+                "the credential store's key must be at least {MIN_SECRET_CHARS} characters \
+                 (`openssl rand -hex 32` makes one)"
+            );
+        }
+        let derived = Sha256::digest([b"moat credential store key\0", secret.as_bytes()].concat());
+        let key = UnboundKey::new(&CHACHA20_POLY1305, &derived)
+            .map_err(|_| anyhow::anyhow!("the credential store's key is unusable"))?;
+        Ok(Self {
+            key: LessSafeKey::new(key),
+        })
+    }
+
+    /// `plain` sealed for `aad`: a random nonce, then the ciphertext and its tag.
+    pub fn seal(&self, plain: &[u8], aad: &[u8]) -> Result<Vec<u8>> {
+        let mut nonce = [0u8; 12];
+        getrandom::fill(&mut nonce).map_err(|e| anyhow::anyhow!("no randomness: {e}"))?;
+        let mut sealed = plain.to_vec();
+        self.key
+            .seal_in_place_append_tag(
+                Nonce::assume_unique_for_key(nonce),
+                Aad::from(aad),
+                &mut sealed,
+            )
+            .map_err(|_| anyhow::anyhow!("sealing failed"))?;
+        Ok([&nonce[..], &sealed].concat())
+    }
+
+    /// What `seal` sealed for `aad`; an error for anything else.
+    pub fn open(&self, mut sealed: Vec<u8>, aad: &[u8]) -> Result<Vec<u8>> {
+        if sealed.len() < 12 {
+            bail!("too short");
+        }
+        let mut nonce = [0u8; 12];
+        nonce.copy_from_slice(&sealed[..12]);
+        let plain = self
+            .key
+            .open_in_place(
+                Nonce::assume_unique_for_key(nonce),
+                Aad::from(aad),
+                &mut sealed[12..],
+            )
+            .map_err(|_| anyhow::anyhow!("not sealed with this key for this purpose"))?;
+        Ok(plain.to_vec())
+    }
+}
+
 /// The sealed file.
 pub struct Store {
     path: PathBuf,
-    key: LessSafeKey,
+    seal: Seal,
     /// The file's modification time and length when last read or written here.
     seen: Mutex<Option<(SystemTime, u64)>>,
 }
@@ -51,18 +124,9 @@ impl std::fmt::Debug for Store {
 impl Store {
     /// The store at `path`, sealed under a key derived from `secret`.
     pub fn new(path: &Path, secret: &str) -> Result<Self> {
-        if secret.chars().count() < MIN_SECRET_CHARS {
-            bail!(
-                "the credential store's key must be at least {MIN_SECRET_CHARS} characters \
-                 (`openssl rand -hex 32` makes one)"
-            );
-        }
-        let derived = Sha256::digest([b"moat credential store key\0", secret.as_bytes()].concat());
-        let key = UnboundKey::new(&CHACHA20_POLY1305, &derived)
-            .map_err(|_| anyhow::anyhow!("the credential store's key is unusable"))?;
         Ok(Self {
             path: path.to_path_buf(),
-            key: LessSafeKey::new(key),
+            seal: Seal::new(secret)?,
             seen: Mutex::default(),
         })
     }
@@ -111,35 +175,13 @@ impl Store {
         Ok(entries)
     }
 
-    fn open(&self, mut sealed: Vec<u8>) -> Result<Vec<Entry>> {
-        if sealed.len() < 12 {
-            bail!("too short");
-        }
-        let mut nonce = [0u8; 12];
-        nonce.copy_from_slice(&sealed[..12]);
-        let plain = self
-            .key
-            .open_in_place(
-                Nonce::assume_unique_for_key(nonce),
-                Aad::from(AAD),
-                &mut sealed[12..],
-            )
-            .map_err(|_| anyhow::anyhow!("not sealed with this key"))?;
-        Ok(serde_json::from_slice(plain)?)
+    fn open(&self, sealed: Vec<u8>) -> Result<Vec<Entry>> {
+        Ok(serde_json::from_slice(&self.seal.open(sealed, AAD)?)?)
     }
 
     /// Replaces the file with `entries`: written beside it, owner-only, then renamed over it.
     pub fn save(&self, entries: &[Entry]) -> Result<()> {
-        let mut nonce = [0u8; 12];
-        getrandom::fill(&mut nonce).map_err(|e| anyhow::anyhow!("no randomness: {e}"))?;
-        let mut sealed = serde_json::to_vec(entries)?;
-        self.key
-            .seal_in_place_append_tag(
-                Nonce::assume_unique_for_key(nonce),
-                Aad::from(AAD),
-                &mut sealed,
-            )
-            .map_err(|_| anyhow::anyhow!("sealing the credential store failed"))?;
+        let sealed = self.seal.seal(&serde_json::to_vec(entries)?, AAD)?;
         let temporary = self.path.with_extension("tmp");
         let _ = fs::remove_file(&temporary);
         let mut file = fs::OpenOptions::new()
@@ -148,7 +190,6 @@ impl Store {
             .mode(0o600)
             .open(&temporary)
             .with_context(|| format!("writing {}", temporary.display()))?;
-        file.write_all(&nonce)?;
         file.write_all(&sealed)?;
         file.sync_all()?;
         fs::rename(&temporary, &self.path)
@@ -172,6 +213,21 @@ mod tests {
             refresh: Some("r".into()),
             refresh_at: Some(1_900_000_000),
         }
+    }
+
+    #[test]
+    fn a_sealed_value_opens_only_for_the_purpose_it_was_sealed_for() {
+        let seal = Seal::new(SECRET).unwrap();
+        let sealed = seal.seal(b"alice's token", b"key of alice").unwrap();
+        assert_eq!(
+            seal.open(sealed.clone(), b"key of alice").unwrap(),
+            b"alice's token"
+        );
+        // Moved under bob's key, or opened with another key: refused, not misread.
+        assert!(seal.open(sealed.clone(), b"key of bob").is_err());
+        let other = Seal::new(&SECRET.replace('0', "x")).unwrap();
+        assert!(other.open(sealed, b"key of alice").is_err());
+        assert!(seal.open(vec![0; 11], b"key of alice").is_err());
     }
 
     #[test]

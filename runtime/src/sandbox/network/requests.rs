@@ -96,7 +96,10 @@ pub trait CallCredentials: Send + Sync {
     ) -> std::pin::Pin<Box<dyn Future<Output = Result<String, String>> + Send + 'a>>;
 
     /// The upstream refused the credential from `source` (HTTP 401): it is not to be sent again.
-    fn refused(&self, source: &str);
+    fn refused<'a>(
+        &'a self,
+        source: &'a str,
+    ) -> std::pin::Pin<Box<dyn Future<Output = ()> + Send + 'a>>;
 }
 
 impl Injection {
@@ -291,7 +294,7 @@ impl WasiHttpHooks for HttpHooks {
                 && let Some(credentials) = &credentials
             {
                 for source in &added.sources {
-                    credentials.refused(source);
+                    credentials.refused(source).await;
                 }
             }
             Ok((redact::response(response, added.secrets), io))

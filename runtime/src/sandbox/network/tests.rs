@@ -401,7 +401,12 @@ impl CallCredentials for Caller {
         Box::pin(async { Err("no consent here".to_string()) })
     }
 
-    fn refused(&self, _: &str) {}
+    fn refused<'a>(
+        &'a self,
+        _: &'a str,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + 'a>> {
+        Box::pin(async {})
+    }
 }
 
 fn injecting_credential(source: &str) -> Network {
