@@ -26,7 +26,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from mcp import Client
+from mcp import Client, StdioServerParameters
+from mcp.client.stdio import stdio_client
 from mcp.types import ElicitResult
 from playwright.async_api import async_playwright
 from support import LEGACY, MODES, free_port, http_transport, stop
@@ -47,6 +48,9 @@ class Setup:
     moat: Moat
     upstream: Upstream
     config: Path
+    # A stdio moat's, which takes the browser back on a loopback listener of its own.
+    stdio_config: Path
+    stdio_callback: str
 
 
 @pytest.fixture(scope="module")
@@ -58,12 +62,13 @@ def setup(
     upstream_port = free_port()
     audience = f"http://127.0.0.1:{upstream_port}"
     callback = f"http://127.0.0.1:{port}/oauth/callback"
+    stdio_callback = f"http://127.0.0.1:{free_port()}/oauth/callback"
     # Access tokens live 33 s: moat refreshes them 30 s before they expire, so 3 s after.
     third_party = start_auth_server(
         node_tools, tmp, {audience: {"scopes": ["read"]}},
         [{"client_id": "moat", "client_secret": "moat-secret", "scope": "read",
           "grant_types": ["authorization_code", "refresh_token"], "response_types": ["code"],
-          "redirect_uris": [callback], "access_token_ttl": 33}],
+          "redirect_uris": [callback, stdio_callback], "access_token_ttl": 33}],
         authorization_code=True,
     )
     upstream = Upstream(third_party.issuer, audience)
@@ -72,7 +77,11 @@ def setup(
     toml = consent_config(tmp, plugin("fetch"), upstream, third_party, callback, KEYS, store) + \
         '[audit]\npath = "audit.jsonl"\n'
     moat = start_moat(moat_bin, tmp, port, toml)
-    yield Setup(third_party, moat, upstream, tmp / "moat.toml")
+    stdio = tmp / "stdio"
+    stdio.mkdir()
+    (stdio / "moat.toml").write_text(
+        consent_config(stdio, plugin("fetch"), upstream, third_party, stdio_callback, KEYS, ""))
+    yield Setup(third_party, moat, upstream, tmp / "moat.toml", stdio / "moat.toml", stdio_callback)
     stop(moat.process)
     stop(third_party.process)
     upstream.server.shutdown()
@@ -197,6 +206,25 @@ async def test_an_expired_token_is_refreshed_without_asking(setup: Setup) -> Non
     assert not error and "you are ada-legacy" in text, text
     assert person.asked == []
     assert setup.upstream.seen[-1] not in seen_before, "the refreshed token is a new one"
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_stdio_user_consents_through_moat_s_own_loopback_listener(
+        setup: Setup, moat_bin: Path, mode: str, tmp_path: Path) -> None:
+    person = Person(account=f"me-{mode}")
+    params = StdioServerParameters(command=str(moat_bin), args=["serve", "--config", str(setup.stdio_config)])
+    with (tmp_path / "stderr").open("w") as errlog:
+        async with Client(stdio_client(params, errlog=errlog), mode=mode, read_timeout_seconds=60,
+                          elicitation_callback=person.elicit) as client:
+            for _ in range(2):
+                result = await client.call_tool("fetch_fetch", {"url": f"{setup.upstream.url}/whoami", "raw": True})
+                text = "\n".join(b.text for b in result.content if b.type == "text")
+                assert not result.is_error and f"you are me-{mode}" in text, text
+    # Asked once, and the browser came back to the stdio moat itself.
+    assert len(person.asked) == 1
+    assert person.landed[0].startswith(setup.stdio_callback + "?"), person.landed
+    assert f"listening on {setup.stdio_callback} for consent callbacks" in (
+        tmp_path / "stderr").read_text()
 
 
 def credentials(moat_bin: Path, setup: Setup, *args: str) -> subprocess.CompletedProcess[str]:

@@ -92,6 +92,8 @@ struct Inner {
     credentials: std::sync::RwLock<Option<Arc<Broker>>>,
     /// The credential store `credentials` was made with.
     credential_store: Mutex<Option<crate::upstream::store::Settings>>,
+    /// The listeners a stdio moat takes consent callbacks on.
+    loopback: crate::mcp::http::consent::Loopback,
 }
 
 /// The resource URIs one session subscribed to.
@@ -137,6 +139,7 @@ impl Catalogue {
                 shared_sessions: std::sync::OnceLock::new(),
                 credentials: std::sync::RwLock::default(),
                 credential_store: Mutex::default(),
+                loopback: Default::default(),
             }),
         }
     }
@@ -303,6 +306,11 @@ impl Catalogue {
             .read()
             .expect("credentials lock")
             .clone()
+    }
+
+    /// The listeners a stdio moat takes consent callbacks on, bound as calls need them.
+    pub fn loopback(&self) -> &crate::mcp::http::consent::Loopback {
+        &self.inner.loopback
     }
 
     /// Serves `sources` from now on, keeping consented tokens as `store` says (a file, or under

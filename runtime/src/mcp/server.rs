@@ -103,7 +103,10 @@ impl MoatServer {
             .get::<axum::http::request::Parts>()
             .and_then(|parts| parts.extensions.get::<crate::access::AccessToken>())
             .cloned();
-        Some(broker.for_call(self.principal_of(extensions), token))
+        let catalogue = self.catalogue.clone();
+        let loopback: crate::upstream::Loopback =
+            Arc::new(move |uri: &str| catalogue.loopback().serve(&catalogue, uri));
+        Some(broker.for_call(self.principal_of(extensions), token, Some(loopback)))
     }
 
     /// [`MoatServer::call_credentials`], for a task's run.

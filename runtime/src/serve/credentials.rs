@@ -90,7 +90,8 @@ struct ConsentEntry {
     /// Its secret, for a confidential client; `${secret:NAME}` takes it from the secrets file.
     client_secret: Option<String>,
     /// moat's callback as the caller's browser reaches it, ending in `/oauth/callback`, and as
-    /// registered with the authorization server.
+    /// registered with the authorization server; for a stdio moat, a loopback address
+    /// (`http://127.0.0.1:8765/oauth/callback`) it listens on when a call needs it.
     #[schemars(regex(pattern = r"^https?://[^/]+(/.*)?/oauth/callback$"))]
     redirect_uri: String,
     /// The scopes to ask for, space-separated.

@@ -47,6 +47,10 @@ pub struct Source {
     pub consent: Option<consent::Settings>,
 }
 
+/// Serves moat's callback at a `redirect_uri` for a stdio moat, which serves no HTTP, or says
+/// why it cannot.
+pub type Loopback = Arc<dyn Fn(&str) -> Result<(), String> + Send + Sync>;
+
 /// A credential read from the secrets file; it never prints.
 #[derive(Clone, PartialEq)]
 pub struct Secret(pub String);
@@ -92,16 +96,23 @@ impl Broker {
         &self.sources
     }
 
-    /// The credentials of one call made by `principal`, who sent `token` (an OAuth caller).
+    /// The credentials of one call made by `principal`, who sent `token` (an OAuth caller);
+    /// `loopback` serves consent callbacks when `principal` is the stdio user.
     pub fn for_call(
         self: &Arc<Self>,
         principal: &Principal,
         token: Option<AccessToken>,
+        loopback: Option<Loopback>,
     ) -> Arc<Caller> {
+        let stdio = principal.via == Via::Stdio;
         Arc::new(Caller {
             broker: self.clone(),
             principal: principal.name.clone(),
-            on_stdio: principal.via == Via::Stdio,
+            callback: match (stdio, loopback) {
+                (false, _) => Callback::Http,
+                (true, Some(loopback)) => Callback::Loopback(loopback),
+                (true, None) => Callback::None,
+            },
             token,
             used: Mutex::default(),
         })
@@ -130,7 +141,7 @@ impl Broker {
         name: &str,
         principal: &str,
         token: Option<&AccessToken>,
-        on_stdio: bool,
+        callback: &Callback,
     ) -> Result<String, Missing> {
         let Some(source) = self.sources.get(name) else {
             return Err(Missing::Refused(format!(
@@ -160,12 +171,14 @@ impl Broker {
                 self.kept.keep(name, principal, &exchanged);
                 Ok(exchanged.access_token)
             }
-            (_, _, Some(_)) if on_stdio => Err(Missing::Refused(format!(
-                "the credential source \"{name}\" asks the caller to connect their account, \
-                 which ends at moat's /oauth/callback, and a stdio moat serves none: give \
-                 principal \"{principal}\" a secret in its `principals`, or serve moat over HTTP"
-            ))),
             (_, _, Some(settings)) => {
+                callback.serve(&settings.redirect_uri).map_err(|why| {
+                    Missing::Refused(format!(
+                        "the credential source \"{name}\" asks the caller to connect their \
+                         account, which ends at moat's /oauth/callback, and {why}: give principal \
+                         \"{principal}\" a secret in its `principals`, or a loopback redirect_uri"
+                    ))
+                })?;
                 if let Some(token) = self
                     .consents
                     .token(&self.http, name, principal, settings)
@@ -224,12 +237,32 @@ impl Broker {
     }
 }
 
+/// Where the caller's browser comes back to after consenting.
+enum Callback {
+    /// moat's HTTP server, which serves `/oauth/callback` with MCP.
+    Http,
+    /// A stdio moat's listener on the redirect_uri's loopback address.
+    Loopback(Loopback),
+    /// Nowhere: a stdio caller with no way to listen.
+    None,
+}
+
+impl Callback {
+    /// Makes sure the browser finds moat at `redirect_uri`, or says why it cannot.
+    fn serve(&self, redirect_uri: &str) -> Result<(), String> {
+        match self {
+            Self::Http => Ok(()),
+            Self::Loopback(serve) => serve(redirect_uri),
+            Self::None => Err("this stdio moat serves none".into()),
+        }
+    }
+}
+
 /// The credentials of one call, for its principal only; it tells which sources the call used.
 pub struct Caller {
     broker: Arc<Broker>,
     principal: String,
-    /// The stdio user, whose moat has no callback for consent.
-    on_stdio: bool,
+    callback: Callback,
     token: Option<AccessToken>,
     used: Mutex<Vec<String>>,
 }
@@ -267,7 +300,7 @@ impl CallCredentials for Caller {
         Box::pin(async move {
             let credential = self
                 .broker
-                .credential(source, &self.principal, self.token.as_ref(), self.on_stdio)
+                .credential(source, &self.principal, self.token.as_ref(), &self.callback)
                 .await?;
             self.record(source);
             Ok(credential)
@@ -336,12 +369,12 @@ mod tests {
             exchange: None,
             consent: None,
         });
-        let ci = broker.for_call(&Principal::api_key("ci"), None);
+        let ci = broker.for_call(&Principal::api_key("ci"), None, None);
         assert_eq!(ci.get("tracker").await.unwrap(), "ci-secret");
         assert_eq!(ci.used(), ["tracker"]);
-        let me = broker.for_call(&Principal::stdio("stdio"), None);
+        let me = broker.for_call(&Principal::stdio("stdio"), None, None);
         assert_eq!(me.get("tracker").await.unwrap(), "my-secret");
-        let other = broker.for_call(&Principal::api_key("bot"), None);
+        let other = broker.for_call(&Principal::api_key("bot"), None, None);
         let why = refusal(other.get("tracker").await.unwrap_err());
         assert!(why.contains("nothing for principal \"key:bot\""), "{why}");
         assert!(other.used().is_empty());
@@ -365,15 +398,45 @@ mod tests {
                 redirect_uri: "https://moat.example/oauth/callback".into(),
             }),
         });
-        let remote = broker.for_call(&Principal::api_key("ci"), None);
+        let remote = broker.for_call(&Principal::api_key("ci"), None, None);
         match remote.get("tracker").await.unwrap_err() {
             Missing::Consent(question) => assert_eq!(question.key, "moat:consent:tracker"),
             Missing::Refused(why) => panic!("refused over HTTP: {why}"),
         }
-        let local = broker.for_call(&Principal::stdio("stdio"), None);
+        let local = broker.for_call(&Principal::stdio("stdio"), None, None);
         let why = refusal(local.get("tracker").await.unwrap_err());
         assert!(
-            why.contains("a stdio moat serves none: give principal \"stdio\" a secret"),
+            why.contains("this stdio moat serves none: give principal \"stdio\" a secret"),
+            "{why}"
+        );
+        // A stdio moat that listens on the redirect_uri's loopback address asks, as over HTTP.
+        let asked = Arc::new(Mutex::new(Vec::new()));
+        let listens: Loopback = {
+            let asked = asked.clone();
+            Arc::new(move |uri: &str| {
+                asked.lock().unwrap().push(uri.to_string());
+                Ok(())
+            })
+        };
+        let listening = broker.for_call(&Principal::stdio("stdio"), None, Some(listens));
+        assert!(matches!(
+            listening.get("tracker").await,
+            Err(Missing::Consent(_))
+        ));
+        assert_eq!(
+            *asked.lock().unwrap(),
+            ["https://moat.example/oauth/callback"]
+        );
+        let cannot: Loopback = Arc::new(|_: &str| Err("the port is taken".to_string()));
+        let why = refusal(
+            broker
+                .for_call(&Principal::stdio("stdio"), None, Some(cannot))
+                .get("tracker")
+                .await
+                .unwrap_err(),
+        );
+        assert!(
+            why.contains("and the port is taken: give principal"),
             "{why}"
         );
     }
@@ -406,7 +469,11 @@ mod tests {
         let (endpoint, exchanges) = counting_token_endpoint(Duration::from_millis(200)).await;
         let broker = broker(exchanging_at(&endpoint));
         let call = |name: &str| {
-            let caller = broker.for_call(&Principal::api_key(name), Some(AccessToken::new(name)));
+            let caller = broker.for_call(
+                &Principal::api_key(name),
+                Some(AccessToken::new(name)),
+                None,
+            );
             async move { caller.get("tracker").await.map_err(refusal) }
         };
         let alice = futures_util::future::join_all((0..5).map(|_| call("alice"))).await;
@@ -426,7 +493,7 @@ mod tests {
         let broker = broker(exchanging_at("http://127.0.0.1:9/token"));
         let why = refusal(
             broker
-                .for_call(&Principal::api_key("ci"), None)
+                .for_call(&Principal::api_key("ci"), None, None)
                 .get("tracker")
                 .await
                 .unwrap_err(),

@@ -19,7 +19,7 @@
 //! origins, TLS files, the metrics listener, the idle time of sessions) waits for a restart.
 
 pub mod auth;
-mod consent;
+pub mod consent;
 mod forbidden;
 pub mod message;
 pub mod quotas;
