@@ -121,6 +121,11 @@ class Person:
     asked: list[Any] = field(default_factory=list)
     # Where the browser landed: moat's callback, with the state and code it was given.
     landed: list[str] = field(default_factory=list)
+    # What the client heard besides answers: notifications, as moat sent them.
+    heard: list[Any] = field(default_factory=list)
+
+    async def hear(self, message: Any) -> None:
+        self.heard.append(message)
 
     async def elicit(self, _context: Any, params: Any) -> ElicitResult:
         self.asked.append(params)
@@ -147,7 +152,8 @@ class Person:
 async def whoami(setup: Setup, caller: str, person: Person | None, mode: str) -> tuple[str, bool]:
     callback = person.elicit if person else None
     async with Client(http_transport(setup.moat.url, {"Authorization": f"Bearer {KEYS[caller]}"}), mode=mode,
-                      read_timeout_seconds=60, elicitation_callback=callback) as client:
+                      read_timeout_seconds=60, elicitation_callback=callback,
+                      message_handler=person.hear if person else None) as client:
         result = await client.call_tool("fetch_fetch", {"url": f"{setup.upstream.url}/whoami", "raw": True})
         return "\n".join(b.text for b in result.content if b.type == "text"), bool(result.is_error)
 
@@ -167,6 +173,11 @@ async def test_each_caller_consents_once_in_the_browser_and_is_seen_as_themselve
     text, error = await whoami(setup, caller, person, mode)
     assert not error and f"you are {caller}-{mode}" in text, text
     assert len(person.asked) == 1
+    if mode == LEGACY:
+        # The session is told the page is done, naming the elicitation that sent them there.
+        completed = [m.params.elicitation_id for m in person.heard
+                     if getattr(m, "method", None) == "notifications/elicitation/complete"]
+        assert completed == [person.asked[0].elicitation_id], person.heard
     # The elicited page is the third party's, for moat's callback, with PKCE.
     query = urllib.parse.parse_qs(urllib.parse.urlparse(person.asked[0].url).query)
     assert query["code_challenge_method"] == ["S256"] and query["redirect_uri"][0].endswith("/oauth/callback")

@@ -13,7 +13,10 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 
 use rmcp::RoleServer;
-use rmcp::model::{ClientCapabilities, InputRequest, InputRequests, InputResponses, ServerRequest};
+use rmcp::model::{
+    ClientCapabilities, CustomNotification, InputRequest, InputRequests, InputResponses,
+    ServerNotification, ServerRequest,
+};
 use rmcp::service::Peer;
 use serde_json::Value;
 
@@ -138,6 +141,22 @@ impl Client for Session {
                 answers.push((question.key.clone(), answer));
             }
             Ok(answers)
+        })
+    }
+
+    fn elicitation_complete(&self, id: &str) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
+        let notification = CustomNotification::new(
+            "notifications/elicitation/complete",
+            Some(serde_json::json!({ "elicitationId": id })),
+        );
+        Box::pin(async move {
+            let sent = self
+                .peer
+                .send_notification(ServerNotification::CustomNotification(notification))
+                .await;
+            if let Err(error) = sent {
+                tracing::debug!("the client did not take an elicitation's completion: {error}");
+            }
         })
     }
 }

@@ -157,6 +157,15 @@ pub trait Client: Send + Sync {
         self: Arc<Self>,
         questions: Vec<Question>,
     ) -> std::pin::Pin<Box<dyn Future<Output = Result<Answers, AskError>> + Send>>;
+
+    /// Tells the client that what the URL elicitation `id` sent the person to do is done
+    /// (`notifications/elicitation/complete`), where it can be told.
+    fn elicitation_complete(
+        &self,
+        _id: &str,
+    ) -> std::pin::Pin<Box<dyn Future<Output = ()> + Send + '_>> {
+        Box::pin(async {})
+    }
 }
 
 /// The most questions one `ask` may hold, and the most bytes of JSON they may take.

@@ -183,8 +183,16 @@ async fn consent(
     let Some(client) = client else {
         return Err(go("this request cannot ask the client anything"));
     };
-    match client.ask(vec![question]).await {
-        Ok(answers) if accepted(&answers) => credentials.consented(source).await,
+    let elicitation = question.params["elicitationId"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    match client.clone().ask(vec![question]).await {
+        Ok(answers) if accepted(&answers) => {
+            let credential = credentials.consented(source).await?;
+            client.elicitation_complete(&elicitation).await;
+            Ok(credential)
+        }
         Ok(_) => Err(format!(
             "the caller declined to connect their account for the credential \"{source}\""
         )),
