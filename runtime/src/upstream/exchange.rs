@@ -2,7 +2,9 @@
 //! traded at the authorization server for a token meant for the upstream, as moat's own client.
 //! A token is kept per source and principal until shortly before it expires, and one exchange
 //! at a time is made for each, so a busy caller costs the authorization server one exchange per
-//! token lifetime, not one per request, even when its first calls come at once.
+//! token lifetime, not one per request, even when its first calls come at once. A kept token
+//! serves only calls that present the access token it was exchanged from: once the caller signs
+//! in again, or moat stops taking their old token (expired, revoked), it serves no one.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -39,10 +41,18 @@ pub struct Settings {
 /// A source and a principal.
 type Key = (String, String);
 
-/// Exchanged tokens, by source and principal, with when each must be exchanged again.
+/// An exchanged token, with when it must be exchanged again and the digest of the caller's
+/// token it was exchanged from.
+struct Token {
+    until: Instant,
+    subject: [u8; 32],
+    token: String,
+}
+
+/// Exchanged tokens, by source and principal.
 #[derive(Default)]
 pub struct Kept {
-    tokens: Mutex<HashMap<Key, (Instant, String)>>,
+    tokens: Mutex<HashMap<Key, Token>>,
     /// A lock for each source and principal with an exchange under way or waiting.
     turns: Mutex<HashMap<Key, Arc<tokio::sync::Mutex<()>>>>,
 }
@@ -84,15 +94,17 @@ impl Kept {
         self.turns.lock().unwrap().len()
     }
 
-    pub fn get(&self, source: &str, principal: &str) -> Option<String> {
+    /// `principal`'s token from `source`, if it was exchanged from `subject` and is fresh.
+    pub fn get(&self, source: &str, principal: &str, subject: &str) -> Option<String> {
         let tokens = self.tokens.lock().unwrap_or_else(|e| e.into_inner());
         tokens
             .get(&(source.to_string(), principal.to_string()))
-            .filter(|(until, _)| Instant::now() < *until)
-            .map(|(_, token)| token.clone())
+            .filter(|kept| Instant::now() < kept.until && kept.subject == digest(subject))
+            .map(|kept| kept.token.clone())
     }
 
-    pub fn keep(&self, source: &str, principal: &str, token: &Exchanged) {
+    /// Keeps `token`, exchanged from `subject`, for `principal` from `source`.
+    pub fn keep(&self, source: &str, principal: &str, subject: &str, token: &Exchanged) {
         let lifetime = token.expires_in.unwrap_or(KEPT_WITHOUT_EXPIRY);
         // A token shorter-lived than the margin is used once, not kept.
         let Some(kept_for) = lifetime.checked_sub(RENEW_BEFORE).filter(|d| !d.is_zero()) else {
@@ -101,14 +113,18 @@ impl Kept {
         let mut tokens = self.tokens.lock().unwrap_or_else(|e| e.into_inner());
         if tokens.len() >= MAX_KEPT {
             let now = Instant::now();
-            tokens.retain(|_, (until, _)| now < *until);
+            tokens.retain(|_, kept| now < kept.until);
             if tokens.len() >= MAX_KEPT {
                 tokens.clear();
             }
         }
         tokens.insert(
             (source.to_string(), principal.to_string()),
-            (Instant::now() + kept_for, token.access_token.clone()),
+            Token {
+                until: Instant::now() + kept_for,
+                subject: digest(subject),
+                token: token.access_token.clone(),
+            },
         );
     }
 
@@ -117,6 +133,11 @@ impl Kept {
         let mut tokens = self.tokens.lock().unwrap_or_else(|e| e.into_inner());
         tokens.remove(&(source.to_string(), principal.to_string()));
     }
+}
+
+fn digest(token: &str) -> [u8; 32] {
+    use sha2::Digest as _;
+    sha2::Sha256::digest(token.as_bytes()).into()
 }
 
 /// A token the authorization server gave for the upstream.
@@ -218,17 +239,17 @@ mod tests {
     #[test]
     fn a_token_is_kept_per_source_and_principal_until_shortly_before_it_expires() {
         let kept = Kept::default();
-        kept.keep("tracker", "alice", &exchanged("a", Some(300)));
-        kept.keep("tracker", "bob", &exchanged("b", Some(300)));
-        assert_eq!(kept.get("tracker", "alice").as_deref(), Some("a"));
-        assert_eq!(kept.get("tracker", "bob").as_deref(), Some("b"));
-        assert_eq!(kept.get("wiki", "alice"), None);
+        kept.keep("tracker", "alice", "t", &exchanged("a", Some(300)));
+        kept.keep("tracker", "bob", "t", &exchanged("b", Some(300)));
+        assert_eq!(kept.get("tracker", "alice", "t").as_deref(), Some("a"));
+        assert_eq!(kept.get("tracker", "bob", "t").as_deref(), Some("b"));
+        assert_eq!(kept.get("wiki", "alice", "t"), None);
         // Living less than the margin: used for its request only.
-        kept.keep("wiki", "alice", &exchanged("short", Some(20)));
-        assert_eq!(kept.get("wiki", "alice"), None);
+        kept.keep("wiki", "alice", "t", &exchanged("short", Some(20)));
+        assert_eq!(kept.get("wiki", "alice", "t"), None);
         kept.forget("tracker", "alice");
-        assert_eq!(kept.get("tracker", "alice"), None);
-        assert_eq!(kept.get("tracker", "bob").as_deref(), Some("b"));
+        assert_eq!(kept.get("tracker", "alice", "t"), None);
+        assert_eq!(kept.get("tracker", "bob", "t").as_deref(), Some("b"));
     }
 
     #[test]

@@ -153,13 +153,13 @@ impl Broker {
         }
         match (&source.exchange, token, &source.consent) {
             (Some(settings), Some(token), _) => {
-                if let Some(kept) = self.kept.get(name, principal) {
+                if let Some(kept) = self.kept.get(name, principal, token.secret()) {
                     return Ok(kept);
                 }
                 // One exchange at a time per principal and source: the calls that arrive
                 // meanwhile take the token it keeps instead of each asking for their own.
                 let _turn = self.kept.turn(name, principal).await;
-                if let Some(kept) = self.kept.get(name, principal) {
+                if let Some(kept) = self.kept.get(name, principal, token.secret()) {
                     return Ok(kept);
                 }
                 let exchanged = exchange::exchange(&self.http, settings, token.secret())
@@ -168,7 +168,7 @@ impl Broker {
                         Missing::Refused(format!("no credential from \"{name}\": {why}"))
                     })?;
                 tracing::debug!(source = name, principal, "exchanged an access token");
-                self.kept.keep(name, principal, &exchanged);
+                self.kept.keep(name, principal, token.secret(), &exchanged);
                 Ok(exchanged.access_token)
             }
             (_, _, Some(settings)) => {
@@ -486,6 +486,27 @@ mod tests {
         assert_eq!(call("bob").await.unwrap(), "exchanged-2");
         assert_eq!(exchanges.load(Ordering::SeqCst), 2);
         assert_eq!(broker.kept.turns_held(), 0, "a turn outlived its exchanges");
+    }
+
+    #[tokio::test]
+    async fn a_kept_token_serves_only_the_access_token_it_was_exchanged_from() {
+        let (endpoint, exchanges) = counting_token_endpoint(Duration::ZERO).await;
+        let broker = broker(exchanging_at(&endpoint));
+        let call = |token: &str| {
+            let caller = broker.for_call(
+                &Principal::api_key("alice"),
+                Some(AccessToken::new(token)),
+                None,
+            );
+            async move { caller.get("tracker").await.map_err(refusal) }
+        };
+        assert_eq!(call("first").await.unwrap(), "exchanged-1");
+        assert_eq!(call("first").await.unwrap(), "exchanged-1");
+        // Signed in again (the old token expired, or was revoked): exchanged anew, and the old
+        // token gets the new exchange's token only by exchanging again itself.
+        assert_eq!(call("second").await.unwrap(), "exchanged-2");
+        assert_eq!(call("first").await.unwrap(), "exchanged-3");
+        assert_eq!(exchanges.load(Ordering::SeqCst), 3);
     }
 
     #[tokio::test]
