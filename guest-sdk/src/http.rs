@@ -136,9 +136,9 @@ pub fn request(
 /// An error code in words.
 fn describe(code: ErrorCode) -> String {
     match code {
-        ErrorCode::HttpRequestDenied => {
-            "the host denied the request: no network grant covers it".into()
-        }
+        // moat adds its reason to the call's error (no grant covers the address, a credential
+        // the caller has not given): the guest is not told which.
+        ErrorCode::HttpRequestDenied => "the host denied the request".into(),
         ErrorCode::DnsError(e) => format!("DNS lookup failed: {}", e.rcode.unwrap_or_default()),
         ErrorCode::ConnectionRefused => "the connection was refused".into(),
         ErrorCode::ConnectionTimeout => "the connection timed out".into(),

@@ -312,4 +312,5 @@ async def test_a_schema_tag_constraint_is_checked_before_the_guest_runs(
         assert allowed.is_error is True, allowed
         texts = [block.text for block in allowed.content if isinstance(block, types.TextContent)]
         assert not any("invalid arguments" in text for text in texts), texts
-        assert any("no network grant covers it" in text for text in texts), texts
+        assert any("the host denied the request" in text for text in texts), texts
+        assert any('denied: not granted to plugin "weather"' in text for text in texts), texts
