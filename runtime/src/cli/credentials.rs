@@ -7,8 +7,8 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result, bail};
-use moat::cluster::consents;
 use moat::serve::config;
+use moat::upstream::shared as consents;
 use moat::upstream::store::{Entry, Seal, Store};
 
 /// Where `config` keeps callers' tokens.

@@ -4,7 +4,7 @@
 //! Each kind of shared state has a module of its own: [`quotas`] (a principal's rate and call
 //! slots, decided by one script in Redis per request), [`sessions`] (legacy sessions any
 //! replica can restore, bound to the principal that opened them), [`tasks`] (task records any
-//! replica can answer for), [`consents`] (callers' consent links and tokens, sealed) and [`events`] (what one replica tells the others). Every key expires
+//! replica can answer for) and [`events`] (what one replica tells the others). Every key expires
 //! by itself, so a replica that dies leaves nothing behind that outlives its TTL; each replica
 //! also keeps a key saying it is alive, so others can tell when the one running a task died.
 //!
@@ -12,7 +12,6 @@
 //! sessions only where they were opened), says so once in the log and in `moat_cluster_up`, and
 //! probes Redis every second until it answers again; requests in between never wait on it.
 
-pub mod consents;
 pub mod events;
 pub mod quotas;
 pub mod sessions;
@@ -311,7 +310,7 @@ async fn probe(cluster: std::sync::Weak<Cluster>) {
 /// The key of `name`'s state of one kind (`moat:quota:rate`): the name hashed, so that any name
 /// makes a short key of one shape, and Redis (its `KEYS`, `MONITOR`, a dump) holds no session id
 /// a client could present.
-fn key(kind: &str, name: &str) -> String {
+pub(crate) fn key(kind: &str, name: &str) -> String {
     use sha2::Digest as _;
     let hash = sha2::Sha256::digest(name.as_bytes());
     let hex: String = hash[..16].iter().map(|b| format!("{b:02x}")).collect();

@@ -21,7 +21,8 @@ use rmcp::service::Peer;
 use serde_json::Value;
 
 use crate::sandbox::host::{
-    Answers, AskError, Client, Declared, Detach, InputRequired, MissingCapability, Question,
+    Answers, AskError, Client, Declared, Detach, InputRequired, MOATS_OWN, MissingCapability,
+    Question,
 };
 
 /// The answers of one round, in the order asked.
@@ -221,15 +222,18 @@ impl Client for Rounds {
                 return Err(AskError::MissingCapability(MissingCapability(missing)));
             }
             let mut state = self.state.lock().expect("rounds lock");
+            // moat's own questions are asked only while what they ask for is missing (a
+            // caller's consent): a run that no longer needs one goes past its round.
+            while let Some(answered) = state.answered.get(state.next)
+                && answered.iter().all(|(key, _)| key.starts_with(MOATS_OWN))
+                && !same_keys(answered, &questions)
+            {
+                state.next += 1;
+            }
             let round = state.next;
             state.next += 1;
             if let Some(answers) = state.answered.get(round) {
-                let same = answers.len() == questions.len()
-                    && answers
-                        .iter()
-                        .zip(&questions)
-                        .all(|((k, _), q)| *k == q.key);
-                return if same {
+                return if same_keys(answers, &questions) {
                     Ok(answers.clone())
                 } else {
                     Err(AskError::Refused(
@@ -260,6 +264,11 @@ impl Client for Rounds {
     }
 }
 
+/// Whether `answers` answer `questions`, key for key.
+fn same_keys(answers: &Round, questions: &[Question]) -> bool {
+    answers.len() == questions.len() && answers.iter().zip(questions).all(|((k, _), q)| *k == q.key)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -288,6 +297,44 @@ mod tests {
 
     async fn ask(rounds: &Arc<Rounds>, questions: Vec<Question>) -> Result<Answers, AskError> {
         rounds.clone().ask(questions).await
+    }
+
+    #[tokio::test]
+    async fn a_replay_goes_past_moats_own_round_once_it_is_no_longer_asked() {
+        // A call asked for consent and waited for it (an answered round of moat's own), then
+        // the guest asked "a". Replayed, the consent is no longer needed: "a" is the next round.
+        let consent = (
+            "moat:consent:tracker".to_string(),
+            json!({"action": "accept"}),
+        );
+        let answered = vec![
+            vec![consent.clone()],
+            vec![("a".to_string(), json!({"action": "accept"}))],
+        ];
+        let rounds = Arc::new(Rounds::new(
+            capabilities(json!({"elicitation": {}})),
+            answered,
+            [("b".to_string(), json!({"action": "decline"}))]
+                .into_iter()
+                .collect(),
+        ));
+        assert_eq!(ask(&rounds, vec![form("a")]).await.unwrap()[0].0, "a");
+        assert_eq!(ask(&rounds, vec![form("b")]).await.unwrap()[0].0, "b");
+        // Asked again (the token was dropped meanwhile), moat's own round is answered as before.
+        let again = Arc::new(Rounds::new(
+            capabilities(json!({"elicitation": {"url": {}}})),
+            vec![vec![consent]],
+            InputResponses::default(),
+        ));
+        let url = question(
+            "moat:consent:tracker",
+            "elicitation/create",
+            json!({"mode": "url", "message": "?", "url": "https://t.example", "elicitationId": "e"}),
+        );
+        assert_eq!(
+            ask(&again, vec![url]).await.unwrap()[0].1["action"],
+            "accept"
+        );
     }
 
     #[tokio::test]

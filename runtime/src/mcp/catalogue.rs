@@ -335,7 +335,7 @@ impl Catalogue {
                 false => {
                     let keeping = match (&store, self.inner.cluster.get()) {
                         (Some(store), Some(cluster)) => {
-                            Keeping::Shared(crate::cluster::consents::SharedConsents::new(
+                            Keeping::Shared(crate::upstream::shared::SharedConsents::new(
                                 cluster.clone(),
                                 Seal::new(&store.key)?,
                             ))

@@ -55,6 +55,9 @@ pub enum GuestEvent {
     },
 }
 
+/// How the keys of moat's own questions begin (a credential's consent): no guest's may.
+pub const MOATS_OWN: &str = "moat:";
+
 /// One question a guest asked the client: the MCP request it becomes.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Question {
@@ -441,7 +444,7 @@ fn mcp_questions(
         if key.is_empty() || !seen.insert(key.clone()) {
             return Err(format!("question key \"{key}\" is empty or used twice"));
         }
-        if key.starts_with("moat:") {
+        if key.starts_with(MOATS_OWN) {
             return Err(format!(
                 "question key \"{key}\" starts with `moat:`, which names moat's own questions"
             ));

@@ -15,9 +15,9 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use super::shared::SharedConsents;
 use super::store::{Entry, Store};
 use crate::access::oauth::body::read_capped;
-use crate::cluster::consents::SharedConsents;
 
 /// How long a link may wait for the caller.
 const LINK_LIFETIME: Duration = Duration::from_secs(600);

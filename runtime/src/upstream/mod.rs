@@ -24,11 +24,12 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 
 use crate::access::{AccessToken, Principal, Via};
-use crate::sandbox::host::Question;
+use crate::sandbox::host::{MOATS_OWN, Question};
 use crate::sandbox::network::{CallCredentials, Missing, NetworkGrant};
 
 pub mod consent;
 pub mod exchange;
+pub mod shared;
 pub mod store;
 
 /// How long an exchange may take.
@@ -192,7 +193,7 @@ impl Broker {
                     .await
                     .map_err(Missing::Refused)?;
                 Err(Missing::Consent(Question {
-                    key: format!("moat:consent:{name}"),
+                    key: format!("{MOATS_OWN}consent:{name}"),
                     method: "elicitation/create".into(),
                     params: serde_json::json!({
                         "mode": "url",

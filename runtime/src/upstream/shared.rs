@@ -1,5 +1,5 @@
-//! Callers' consent shared by replicas: the links waiting for a caller's browser, which may come
-//! back to any replica, and the tokens consent gave, which every replica uses.
+//! Callers' consent shared by replicas (`[cluster]`): the links waiting for a caller's browser,
+//! which may come back to any replica, and the tokens consent gave, which every replica uses.
 //!
 //! Both reach Redis sealed (`credential_store`'s key) for the one key they are kept under: a
 //! dump of Redis holds no token and no PKCE verifier in clear, and a sealed value copied under
@@ -14,9 +14,9 @@ use redis::aio::ConnectionLike;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use super::events::Event;
-use super::{Cluster, tasks::Unreachable};
-use crate::upstream::store::{Entry, Seal};
+use super::store::{Entry, Seal};
+use crate::cluster::events::Event;
+use crate::cluster::{Cluster, tasks::Unreachable};
 
 /// The prefix of every consented token's key, for `moat credentials` to find them all.
 const TOKENS: &str = "moat:consent-token";
@@ -172,11 +172,11 @@ pub async fn delete(
 
 /// The key of `principal`'s token from `source`.
 pub fn token_key(source: &str, principal: &str) -> String {
-    super::key(TOKENS, &format!("{source}\0{principal}"))
+    crate::cluster::key(TOKENS, &format!("{source}\0{principal}"))
 }
 
 fn link_key(state: &str) -> String {
-    super::key("moat:consent-link", state)
+    crate::cluster::key("moat:consent-link", state)
 }
 
 /// `value` sealed for the Redis key it is kept under.
