@@ -31,6 +31,7 @@ __all__ = ["node_tools"]  # the fixture, shared with test_auth
 
 KEYS = {"ada": "moat_e2e_shared_ada_0123456789abcdefghijklmn",
         "bob": "moat_e2e_shared_bob_0123456789abcdefghijklmn",
+        "dee": "moat_e2e_shared_dee_0123456789abcdefghijklmn",
         "cy": "moat_e2e_shared_cy_0123456789abcdefghijklmno"}
 
 
@@ -65,8 +66,9 @@ def setup(
         node_tools, tmp, {audience: {"scopes": ["read"]}},
         [{"client_id": "moat", "client_secret": "moat-secret", "scope": "read",
           "grant_types": ["authorization_code", "refresh_token"], "response_types": ["code"],
-          "redirect_uris": [callback]}],
-        authorization_code=True,
+          "redirect_uris": [callback], "access_token_ttl": 33}],
+        # Access tokens live 33 s: moat refreshes them 30 s before they expire, so 3 s after.
+        authorization_code=True, rotate_refresh_tokens=True,
     )
     upstream = Upstream(third_party.issuer, audience)
     upstream.server = serve_upstream(upstream, upstream_port)
@@ -151,6 +153,20 @@ async def test_consent_ended_on_another_replica_serves_the_call_and_every_replic
         status, page = get(setup.urls[replica].removesuffix("/mcp") + "/oauth/callback?"
                            + person.landed[0].split("?", 1)[1])
         assert status == 400 and "this link was used already" in page, page
+
+
+async def test_replicas_refresh_a_token_once_for_a_server_that_takes_each_refresh_token_once(setup: Setup) -> None:
+    text, error = await whoami(setup, "a", "dee", Person(account="dee-shared"), MODES[1])
+    assert not error and "you are dee-shared" in text, text
+    for _ in range(2):
+        await asyncio.sleep(4)  # the access token is due for a refresh on every replica
+        # Both replicas at once: one refreshes, the other waits for what it got. Were both to
+        # refresh, the second would send a used refresh token and the server would revoke the
+        # grant: dee would be asked to connect again.
+        person = Person(account="dee-must-not-be-asked")
+        answers = await asyncio.gather(*(whoami(setup, r, "dee", person, MODES[1]) for r in ("a", "b", "a", "b")))
+        assert all(not error and "you are dee-shared" in text for text, error in answers), answers
+        assert person.asked == []
 
 
 async def test_redis_holds_tokens_only_sealed_and_each_for_its_own_principal(setup: Setup) -> None:

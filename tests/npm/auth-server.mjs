@@ -36,7 +36,9 @@
 // the token's sub), the authorization code grant with PKCE, and refresh tokens for clients
 // allowed the refresh_token grant. A client's "grant_types", "response_types",
 // "redirect_uris" and "token_endpoint_auth_method" are then given in its entry; tokens for a
-// configured resource (the authorization request's `resource`) are JWTs for it.
+// configured resource (the authorization request's `resource`) are JWTs for it. With
+// "rotate_refresh_tokens": true each refresh gives a new refresh token and a used one, sent
+// again, revokes the whole grant (oidc-provider's reuse detection).
 //
 // Token exchange (RFC 8693, grant urn:ietf:params:oauth:grant-type:token-exchange),
 // for a client with "token_exchange": true: its subject_token must be a JWT this server
@@ -130,6 +132,8 @@ function build(issuer, keys) {
       },
     },
     issueRefreshToken: async (ctx, client) => client.grantTypeAllowed('refresh_token'),
+    // "rotate_refresh_tokens": each refresh token is good once; one used again revokes the grant.
+    ...(config.rotate_refresh_tokens ? { rotateRefreshToken: true } : {}),
     extraTokenClaims: (ctx, token) => ({ groups: groupsOf.get(token.clientId) ?? [] }),
     ttl: {
       ClientCredentials: (ctx, token, client) => ttlOf.get(client?.clientId) ?? ttl,

@@ -27,6 +27,10 @@ const MAX_PENDING: usize = 10_000;
 const MAX_KEPT: usize = 100_000;
 /// How long before its expiry a token is refreshed.
 const REFRESH_BEFORE: Duration = Duration::from_secs(30);
+/// How often, and how many times, a replica looks for the tokens another one is refreshing
+/// before it refreshes them itself.
+const REFRESH_WAIT_STEP: Duration = Duration::from_millis(100);
+const REFRESH_WAIT_STEPS: usize = 50;
 
 /// The third party's authorization server, and moat as its client.
 #[derive(Clone, Debug, PartialEq)]
@@ -383,10 +387,102 @@ impl Consents {
         if kept.fresh() {
             return Some(kept.access);
         }
-        let Some(refresh) = kept.refresh else {
+        let Some(mut refresh) = kept.refresh else {
             self.forget(source, principal).await;
             return None;
         };
+        // Under [cluster] one replica refreshes at a time: a server that rotates refresh tokens
+        // takes each once, and may revoke the whole grant when a used one comes back.
+        let mut turn = false;
+        if let Keeping::Shared(shared) = &self.keeping {
+            match shared.take_refresh_turn(source, principal).await {
+                Ok(true) => {
+                    // Another replica may have refreshed them since they were read.
+                    self.look_up(source, principal).await;
+                    let now = self
+                        .tokens
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .get(&key)
+                        .cloned();
+                    match now {
+                        Some(now) if now.fresh() => {
+                            shared.end_refresh_turn(source, principal).await;
+                            return Some(now.access);
+                        }
+                        Some(Tokens {
+                            refresh: Some(latest),
+                            ..
+                        }) => refresh = latest,
+                        // Dropped meanwhile (a refresh elsewhere failed): the caller is asked.
+                        _ => {
+                            shared.end_refresh_turn(source, principal).await;
+                            return None;
+                        }
+                    }
+                    turn = true;
+                }
+                Ok(false) => {
+                    if let Some(refreshed) =
+                        self.refreshed_elsewhere(shared, source, principal).await
+                    {
+                        return refreshed;
+                    }
+                }
+                // Redis cannot say: this replica refreshes on its own.
+                Err(_) => {}
+            }
+        }
+        let refreshed = self
+            .refresh(http, source, principal, settings, refresh)
+            .await;
+        if let (true, Keeping::Shared(shared)) = (turn, &self.keeping) {
+            shared.end_refresh_turn(source, principal).await;
+        }
+        refreshed
+    }
+
+    /// What another replica's refresh of `principal`'s tokens from `source` gave: `Some(None)`
+    /// when it failed (the tokens are gone), `None` when it did not end in time.
+    async fn refreshed_elsewhere(
+        &self,
+        shared: &SharedConsents,
+        source: &str,
+        principal: &str,
+    ) -> Option<Option<String>> {
+        for _ in 0..REFRESH_WAIT_STEPS {
+            tokio::time::sleep(REFRESH_WAIT_STEP).await;
+            match shared.get(source, principal).await {
+                Ok(Some(entry)) => {
+                    let (_, kept) = Tokens::from_entry(entry);
+                    if kept.fresh() {
+                        let access = kept.access.clone();
+                        self.hold(source, principal, kept);
+                        return Some(Some(access));
+                    }
+                }
+                Ok(None) => {
+                    self.tokens
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .remove(&(source.to_string(), principal.to_string()));
+                    return Some(None);
+                }
+                Err(_) => return None,
+            }
+        }
+        None
+    }
+
+    /// Trades `refresh` for new tokens and keeps them; drops them if the server refuses.
+    async fn refresh(
+        &self,
+        http: &reqwest::Client,
+        source: &str,
+        principal: &str,
+        settings: &Settings,
+        refresh: String,
+    ) -> Option<String> {
         match token_request(
             http,
             settings,

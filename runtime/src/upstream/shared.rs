@@ -20,6 +20,8 @@ use crate::cluster::{Cluster, tasks::Unreachable};
 
 /// The prefix of every consented token's key, for `moat credentials` to find them all.
 const TOKENS: &str = "moat:consent-token";
+/// How long one replica's turn to refresh a principal's tokens lasts at most.
+const REFRESH_TURN: Duration = Duration::from_secs(10);
 
 /// Links and tokens in Redis, sealed.
 pub struct SharedConsents {
@@ -90,6 +92,44 @@ impl SharedConsents {
     /// What `principal` has from `source`: `Ok(None)` when nothing (or nothing that opens).
     pub async fn get(&self, source: &str, principal: &str) -> Result<Option<Entry>, Unreachable> {
         self.read("GET", &token_key(source, principal)).await
+    }
+
+    /// Whether this replica may refresh `principal`'s tokens from `source` now: no other
+    /// replica is (for ten seconds at most, should it die meanwhile).
+    pub async fn take_refresh_turn(
+        &self,
+        source: &str,
+        principal: &str,
+    ) -> Result<bool, Unreachable> {
+        let key = refresh_key(source, principal);
+        let instance = self.cluster.instance().to_string();
+        self.cluster
+            .run(|mut connection| async move {
+                redis::cmd("SET")
+                    .arg(key)
+                    .arg(instance)
+                    .arg("NX")
+                    .arg("PX")
+                    .arg(REFRESH_TURN.as_millis() as u64)
+                    .query_async::<Option<String>>(&mut connection)
+                    .await
+                    .map(|set| set.is_some())
+            })
+            .await
+            .ok_or(Unreachable)
+    }
+
+    /// Ends this replica's turn to refresh (the key expires by itself if this fails).
+    pub async fn end_refresh_turn(&self, source: &str, principal: &str) {
+        let key = refresh_key(source, principal);
+        self.cluster
+            .run(|mut connection| async move {
+                redis::cmd("DEL")
+                    .arg(key)
+                    .query_async::<i64>(&mut connection)
+                    .await
+            })
+            .await;
     }
 
     /// What `command` (`GET`, `GETDEL`) reads at `key`, opened.
@@ -173,6 +213,10 @@ pub async fn delete(
 /// The key of `principal`'s token from `source`.
 pub fn token_key(source: &str, principal: &str) -> String {
     crate::cluster::key(TOKENS, &format!("{source}\0{principal}"))
+}
+
+fn refresh_key(source: &str, principal: &str) -> String {
+    crate::cluster::key("moat:consent-refresh", &format!("{source}\0{principal}"))
 }
 
 fn link_key(state: &str) -> String {
