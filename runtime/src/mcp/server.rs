@@ -103,10 +103,14 @@ impl MoatServer {
             .get::<axum::http::request::Parts>()
             .and_then(|parts| parts.extensions.get::<crate::access::AccessToken>())
             .cloned();
-        let catalogue = self.catalogue.clone();
-        let loopback: crate::upstream::Loopback =
-            Arc::new(move |uri: &str| catalogue.loopback().serve(&catalogue, uri));
-        Some(broker.for_call(self.principal_of(extensions), token, Some(loopback)))
+        let principal = self.principal_of(extensions);
+        // Only the stdio user's consent comes back to a listener of moat's own.
+        let loopback = (principal.via == crate::access::Via::Stdio).then(|| {
+            let catalogue = self.catalogue.clone();
+            Arc::new(move |uri: &str| catalogue.loopback().serve(&catalogue, uri))
+                as crate::upstream::Loopback
+        });
+        Some(broker.for_call(principal, token, loopback))
     }
 
     /// [`MoatServer::call_credentials`], for a task's run.

@@ -446,7 +446,7 @@ fn mcp_questions(
         }
         if key.starts_with(MOATS_OWN) {
             return Err(format!(
-                "question key \"{key}\" starts with `moat:`, which names moat's own questions"
+                "question key \"{key}\" starts with `{MOATS_OWN}`, which names moat's own questions"
             ));
         }
         if asked.contains(&key) {

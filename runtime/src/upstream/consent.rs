@@ -339,11 +339,28 @@ impl Consents {
         tokens.insert((source.to_string(), principal.to_string()), kept);
     }
 
-    /// Takes in what Redis holds for `principal` from `source`, when it answers: tokens that
-    /// another replica obtained, refreshed or dropped.
-    async fn look_up(&self, source: &str, principal: &str) {
+    /// What this moat holds for `principal` from `source`.
+    fn held(&self, source: &str, principal: &str) -> Option<Tokens> {
+        let tokens = self.tokens.lock().unwrap_or_else(|e| e.into_inner());
+        tokens
+            .get(&(source.to_string(), principal.to_string()))
+            .cloned()
+    }
+
+    /// Stops holding `principal`'s tokens from `source`: whether there were any.
+    fn let_go(&self, source: &str, principal: &str) -> bool {
+        let mut tokens = self.tokens.lock().unwrap_or_else(|e| e.into_inner());
+        tokens
+            .remove(&(source.to_string(), principal.to_string()))
+            .is_some()
+    }
+
+    /// Takes in what Redis holds for `principal` from `source`: tokens that another replica
+    /// obtained, refreshed or dropped. False when Redis could not be asked (what this replica
+    /// holds serves until it is back).
+    async fn look_up(&self, source: &str, principal: &str) -> bool {
         let Keeping::Shared(shared) = &self.keeping else {
-            return;
+            return true;
         };
         match shared.get(source, principal).await {
             Ok(Some(entry)) => {
@@ -351,14 +368,11 @@ impl Consents {
                 self.hold(source, principal, kept);
             }
             Ok(None) => {
-                self.tokens
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .remove(&(source.to_string(), principal.to_string()));
+                self.let_go(source, principal);
             }
-            // What this replica holds serves until Redis is back.
-            Err(_) => {}
+            Err(_) => return false,
         }
+        true
     }
 
     /// `principal`'s access token from `source`, refreshed if it expired; `None` when there is
@@ -370,7 +384,6 @@ impl Consents {
         principal: &str,
         settings: &Settings,
     ) -> Option<String> {
-        let key = (source.to_string(), principal.to_string());
         if let Keeping::File(store) = &self.keeping
             && store.changed()
             && let Err(error) = self.reload()
@@ -378,12 +391,7 @@ impl Consents {
             tracing::error!("could not read the credential store again: {error:#}");
         }
         self.look_up(source, principal).await;
-        let kept = self
-            .tokens
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(&key)
-            .cloned()?;
+        let kept = self.held(source, principal)?;
         if kept.fresh() {
             return Some(kept.access);
         }
@@ -399,13 +407,7 @@ impl Consents {
                 Ok(true) => {
                     // Another replica may have refreshed them since they were read.
                     self.look_up(source, principal).await;
-                    let now = self
-                        .tokens
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .get(&key)
-                        .cloned();
-                    match now {
+                    match self.held(source, principal) {
                         Some(now) if now.fresh() => {
                             shared.end_refresh_turn(source, principal).await;
                             return Some(now.access);
@@ -423,9 +425,7 @@ impl Consents {
                     turn = true;
                 }
                 Ok(false) => {
-                    if let Some(refreshed) =
-                        self.refreshed_elsewhere(shared, source, principal).await
-                    {
+                    if let Some(refreshed) = self.refreshed_elsewhere(source, principal).await {
                         return refreshed;
                     }
                 }
@@ -444,31 +444,16 @@ impl Consents {
 
     /// What another replica's refresh of `principal`'s tokens from `source` gave: `Some(None)`
     /// when it failed (the tokens are gone), `None` when it did not end in time.
-    async fn refreshed_elsewhere(
-        &self,
-        shared: &SharedConsents,
-        source: &str,
-        principal: &str,
-    ) -> Option<Option<String>> {
+    async fn refreshed_elsewhere(&self, source: &str, principal: &str) -> Option<Option<String>> {
         for _ in 0..REFRESH_WAIT_STEPS {
             tokio::time::sleep(REFRESH_WAIT_STEP).await;
-            match shared.get(source, principal).await {
-                Ok(Some(entry)) => {
-                    let (_, kept) = Tokens::from_entry(entry);
-                    if kept.fresh() {
-                        let access = kept.access.clone();
-                        self.hold(source, principal, kept);
-                        return Some(Some(access));
-                    }
-                }
-                Ok(None) => {
-                    self.tokens
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .remove(&(source.to_string(), principal.to_string()));
-                    return Some(None);
-                }
-                Err(_) => return None,
+            if !self.look_up(source, principal).await {
+                return None;
+            }
+            match self.held(source, principal) {
+                Some(kept) if kept.fresh() => return Some(Some(kept.access)),
+                Some(_) => {}
+                None => return Some(None),
             }
         }
         None
@@ -518,12 +503,7 @@ impl Consents {
 
     /// Drops `principal`'s tokens from `source`.
     pub async fn forget(&self, source: &str, principal: &str) {
-        let removed = self
-            .tokens
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&(source.to_string(), principal.to_string()));
-        if removed.is_some() {
+        if self.let_go(source, principal) {
             self.persist();
         }
         if let Keeping::Shared(shared) = &self.keeping

@@ -122,14 +122,7 @@ impl SharedConsents {
     /// Ends this replica's turn to refresh (the key expires by itself if this fails).
     pub async fn end_refresh_turn(&self, source: &str, principal: &str) {
         let key = refresh_key(source, principal);
-        self.cluster
-            .run(|mut connection| async move {
-                redis::cmd("DEL")
-                    .arg(key)
-                    .query_async::<i64>(&mut connection)
-                    .await
-            })
-            .await;
+        self.cluster.run(|connection| delete(connection, key)).await;
     }
 
     /// What `command` (`GET`, `GETDEL`) reads at `key`, opened.
@@ -197,8 +190,8 @@ pub async fn all(
     Ok(entries)
 }
 
-/// Drops the token kept under `key` (a [`token_key`]) through `connection`: whether there was
-/// one.
+/// Drops what is kept under `key` (a [`token_key`], a refresh turn) through `connection`:
+/// whether there was anything.
 pub async fn delete(
     mut connection: impl ConnectionLike + Send,
     key: String,
