@@ -54,6 +54,11 @@ impl Authenticator {
         }
     }
 
+    /// The OAuth issuer's checker, when OAuth is configured.
+    pub fn oauth(&self) -> Option<&OAuth> {
+        self.oauth.as_deref()
+    }
+
     /// The credentials this accepts, for an operator reading why a request was refused: the
     /// local token is in force only when `[auth]` names no API keys and no OAuth issuer, and a
     /// host still sending it is the usual mistake.

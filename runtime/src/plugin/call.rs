@@ -77,8 +77,12 @@ impl Plugin {
             }
             Err(error) => Err(CallError::InvalidArguments(error)),
         };
-        let denials = denials.take();
-        let result = result.map(|r| with_denials(self.name_references(r, tool), &denials));
+        let (shown, denials): (Vec<String>, Vec<String>) = denials
+            .take()
+            .into_iter()
+            .map(|denial| (denial.shown, denial.recorded))
+            .unzip();
+        let result = result.map(|r| with_denials(self.name_references(r, tool), &shown));
         CallOutcome { result, denials }
     }
 

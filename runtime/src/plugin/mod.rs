@@ -139,8 +139,8 @@ impl Tool {
 #[derive(Debug)]
 pub struct CallOutcome {
     pub result: Result<CallToolResult, CallError>,
-    /// Each denial's message, such as `network access to evil.example:443 denied: not granted
-    /// to plugin "fetch"`, in the order they happened.
+    /// Each denial's message as logs and the audit record it (a consent link only as its digest),
+    /// such as `network access to evil.example:443 denied: not granted to plugin "fetch"`.
     pub denials: Vec<String>,
 }
 

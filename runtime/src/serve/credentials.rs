@@ -9,7 +9,7 @@
 //!              client_secret = "${secret:EXCHANGE}", audience = "https://api.tracker.example" }
 //! consent = { authorization_endpoint = "https://tracker.example/oauth/authorize",
 //!             token_endpoint = "https://tracker.example/oauth/token", client_id = "moat",
-//!             redirect_uri = "https://tools.example.com/oauth/callback", scope = "read" }
+//!             redirect_uri = "https://tools.example.com/oauth/callback/tracker", scope = "read" }
 //! ```
 
 use std::collections::{BTreeMap, HashMap};
@@ -89,15 +89,27 @@ struct ConsentEntry {
     client_id: String,
     /// Its secret, for a confidential client; `${secret:NAME}` takes it from the secrets file.
     client_secret: Option<String>,
-    /// moat's callback as the caller's browser reaches it, ending in `/oauth/callback`, and as
-    /// registered with the authorization server; for a stdio moat, a loopback address
-    /// (`http://127.0.0.1:8765/oauth/callback`) it listens on when a call needs it.
-    #[schemars(regex(pattern = r"^https?://[^/]+(/.*)?/oauth/callback$"))]
+    /// moat's callback for this source as the caller's browser reaches it, ending in
+    /// `/oauth/callback/NAME` (each source has its own, so that one authorization server cannot
+    /// answer for another's), and as registered with the authorization server; for a stdio
+    /// moat, a loopback address (`http://127.0.0.1:8765/oauth/callback/NAME`) it listens on
+    /// when a call needs it. Over HTTP, moat's consent pages are served beside it
+    /// (`…/oauth/consent/…`, `…/oauth/signed-in`).
+    #[schemars(regex(pattern = r"^https?://[^/]+(/.*)?/oauth/callback/[^/]+$"))]
     redirect_uri: String,
     /// The scopes to ask for, space-separated.
     scope: Option<String>,
     /// The upstream's URL, for tokens meant for it (RFC 8707).
     resource: Option<String>,
+    /// The authorization server's issuer, when it names itself in its answers (`iss`, RFC
+    /// 9207, as its metadata's `authorization_response_iss_parameter_supported` says): an
+    /// answer naming another, or none, connects no one.
+    issuer: Option<String>,
+    /// Connect callers no browser can prove (API keys, the local token): the link's page names
+    /// the principal and the source and connects only once confirmed. Without it such
+    /// callers get a tool error (OAuth callers sign in again in the browser instead).
+    #[serde(default)]
+    confirm_unproven: bool,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -124,14 +136,18 @@ pub(super) fn sources(
     entries
         .iter()
         .map(|(name, entry)| {
-            let source =
-                source(entry, expand).with_context(|| format!("in [credentials.{name}]"))?;
+            let source = source(name, entry, expand)
+                .with_context(|| format!("in [credentials.{name}]"))?;
             Ok((name.clone(), source))
         })
         .collect()
 }
 
-fn source(entry: &CredentialsEntry, expand: &dyn Fn(&str) -> Result<String>) -> Result<Source> {
+fn source(
+    name: &str,
+    entry: &CredentialsEntry,
+    expand: &dyn Fn(&str) -> Result<String>,
+) -> Result<Source> {
     if entry.hosts.is_empty() {
         bail!("`hosts` is empty, so its credentials could go nowhere");
     }
@@ -177,12 +193,17 @@ fn source(entry: &CredentialsEntry, expand: &dyn Fn(&str) -> Result<String>) -> 
             let redirect = reqwest::Url::parse(&c.redirect_uri).with_context(|| {
                 format!("consent redirect_uri \"{}\" is not a URL", c.redirect_uri)
             })?;
-            if !redirect.path().ends_with("/oauth/callback") {
+            let own = format!("/oauth/callback/{name}");
+            if !redirect.path().ends_with(&own) || redirect.query().is_some() {
                 bail!(
-                    "consent redirect_uri \"{}\" must end in /oauth/callback, where moat takes \
-                     the caller back",
+                    "consent redirect_uri \"{}\" must end in {own}, the callback moat keeps for \
+                     this source alone (so that another source's authorization server cannot \
+                     answer for it)",
                     c.redirect_uri
                 );
+            }
+            if let Some(issuer) = &c.issuer {
+                check_issuer_url(issuer).context("consent issuer")?;
             }
             Some(consent::Settings {
                 authorization_endpoint: c.authorization_endpoint.clone(),
@@ -197,6 +218,8 @@ fn source(entry: &CredentialsEntry, expand: &dyn Fn(&str) -> Result<String>) -> 
                 scope: c.scope.clone(),
                 resource: c.resource.clone(),
                 redirect_uri: c.redirect_uri.clone(),
+                issuer: c.issuer.clone(),
+                confirm_unproven: c.confirm_unproven,
             })
         }
         None => None,
@@ -289,6 +312,32 @@ mod tests {
              exchange = { token_endpoint = \"http://id.example/t\", client_id = \"m\", client_secret = \"s\", audience = \"a\" }\n",
         );
         assert!(clear.contains("plain http only to loopback"), "{clear}");
+    }
+
+    #[test]
+    fn each_source_s_consent_comes_back_to_its_own_callback() {
+        let consent = |redirect: &str| {
+            parse(&format!(
+                "[credentials.tracker]\nhosts = [\"a.example\"]\n\
+                 consent = {{ authorization_endpoint = \"https://id.example/auth\", \
+                 token_endpoint = \"https://id.example/token\", client_id = \"m\", \
+                 redirect_uri = \"{redirect}\", issuer = \"https://id.example\" }}\n"
+            ))
+            .map_err(|e| format!("{e:#}"))
+        };
+        let sources = consent("https://tools.example/x/oauth/callback/tracker").unwrap();
+        let settings = sources["tracker"].consent.as_ref().unwrap();
+        assert_eq!(settings.base(), "https://tools.example/x");
+        assert_eq!(settings.issuer.as_deref(), Some("https://id.example"));
+        assert!(!settings.confirm_unproven);
+        for shared in [
+            "https://tools.example/oauth/callback",
+            "https://tools.example/oauth/callback/wiki",
+            "https://tools.example/oauth/callback/tracker?x=1",
+        ] {
+            let why = consent(shared).unwrap_err();
+            assert!(why.contains("must end in /oauth/callback/tracker"), "{why}");
+        }
     }
 
     #[test]

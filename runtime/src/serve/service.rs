@@ -90,6 +90,19 @@ struct OAuthEntry {
     jwks_cooldown_seconds: Option<u64>,
     /// Introspection (RFC 7662) of opaque tokens, as this client of the issuer.
     introspection: Option<IntrospectionEntry>,
+    /// moat's client at the issuer for signing browsers in (authorization code with PKCE),
+    /// which a consent link made for an OAuth caller needs: the browser that opens it must sign
+    /// in as the same principal. Register `…/oauth/signed-in` beside each consent source's
+    /// callback as its redirect URI, and let it ask for a token for `resource`.
+    sign_in: Option<SignInEntry>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct SignInEntry {
+    client_id: String,
+    /// Its secret, for a confidential client; `${secret:NAME}` takes it from the secrets file.
+    client_secret: Option<String>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -292,6 +305,18 @@ pub(super) fn parse(tables: Tables) -> Result<Service> {
     if let Some(entry) = auth.oauth {
         service.oauth = Some(oauth_settings(entry, tables.expand).context("in [auth.oauth]")?);
     }
+    // A consent link made for an OAuth caller goes on only once the browser signs in as them.
+    if let Some(oauth) = &service.oauth
+        && oauth.sign_in.is_none()
+        && let Some((name, _)) = service.credentials.iter().find(|(_, s)| s.consent.is_some())
+    {
+        bail!(
+            "[credentials.{name}] asks callers' consent, and OAuth callers prove who opens their \
+             link by signing in at {}: give [auth.oauth] sign_in = {{ client_id = \"…\" }}, \
+             moat's client there, with …/oauth/signed-in as its redirect URI",
+            oauth.issuer
+        );
+    }
     service.stdio_principal = auth.stdio_principal;
     for (i, entry) in tables.access.into_iter().enumerate() {
         if entry.allow.is_empty() && entry.deny.is_empty() {
@@ -401,7 +426,20 @@ fn oauth_settings(
         }),
         None => None,
     };
+    let sign_in = match entry.sign_in {
+        Some(s) => Some(oauth::sign_in::Client {
+            client_id: s.client_id,
+            client_secret: s
+                .client_secret
+                .as_deref()
+                .map(expand)
+                .transpose()
+                .context("sign_in client_secret")?,
+        }),
+        None => None,
+    };
     Ok(oauth::Settings {
+        sign_in,
         issuer: entry.issuer,
         audience: String::new(),
         required_scopes: entry.scopes,
@@ -547,11 +585,32 @@ mod tests {
     }
 
     #[test]
+    fn consent_for_oauth_callers_needs_a_client_to_sign_their_browsers_in() {
+        const CONSENT: &str = r#"
+            [credentials.tracker]
+            hosts = ["api.tracker.example"]
+            consent = { authorization_endpoint = "https://t.example/auth", token_endpoint = "https://t.example/token", client_id = "moat", redirect_uri = "https://moat.example/oauth/callback/tracker" }
+            [auth.oauth]
+            issuer = "https://id.example"
+        "#;
+        let error = format!("{:#}", read(CONSENT).unwrap_err());
+        assert!(
+            error.contains("give [auth.oauth] sign_in = { client_id"),
+            "{error}"
+        );
+        let signing_in = read(&format!("{CONSENT}sign_in = {{ client_id = \"moat\" }}\n"))
+            .unwrap()
+            .oauth
+            .unwrap();
+        assert_eq!(signing_in.sign_in.unwrap().client_id, "moat");
+    }
+
+    #[test]
     fn consent_under_cluster_keeps_its_tokens_in_redis_sealed_with_a_key() {
         const CONSENT: &str = r#"
             [credentials.tracker]
             hosts = ["api.tracker.example"]
-            consent = { authorization_endpoint = "https://t.example/auth", token_endpoint = "https://t.example/token", client_id = "moat", redirect_uri = "https://moat.example/oauth/callback" }
+            consent = { authorization_endpoint = "https://t.example/auth", token_endpoint = "https://t.example/token", client_id = "moat", redirect_uri = "https://moat.example/oauth/callback/tracker" }
         "#;
         const CLUSTER: &str = "[cluster]\nredis = \"redis://127.0.0.1:6379\"\nreplica = \"r1\"\n";
         let key = format!("\"{}\"", "k".repeat(32));

@@ -105,7 +105,10 @@ impl Kept {
 
     /// Keeps `token`, exchanged from `subject`, for `principal` from `source`.
     pub fn keep(&self, source: &str, principal: &str, subject: &str, token: &Exchanged) {
-        let lifetime = token.expires_in.unwrap_or(KEPT_WITHOUT_EXPIRY);
+        let lifetime = token
+            .expires_in
+            .unwrap_or(KEPT_WITHOUT_EXPIRY)
+            .min(super::MAX_LIFETIME);
         // A token shorter-lived than the margin is used once, not kept.
         let Some(kept_for) = lifetime.checked_sub(RENEW_BEFORE).filter(|d| !d.is_zero()) else {
             return;
@@ -250,6 +253,13 @@ mod tests {
         kept.forget("tracker", "alice");
         assert_eq!(kept.get("tracker", "alice", "t"), None);
         assert_eq!(kept.get("tracker", "bob", "t").as_deref(), Some("b"));
+        // A lifetime near 2^64 seconds is capped, not an overflow.
+        let forever = Exchanged {
+            access_token: "long".into(),
+            expires_in: Some(Duration::from_secs(u64::MAX)),
+        };
+        kept.keep("tracker", "carol", "t", &forever);
+        assert_eq!(kept.get("tracker", "carol", "t").as_deref(), Some("long"));
     }
 
     #[test]

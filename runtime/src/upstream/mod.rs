@@ -34,6 +34,9 @@ pub mod store;
 
 /// How long an exchange may take.
 const EXCHANGE_TIMEOUT: Duration = Duration::from_secs(10);
+/// The longest an access token from an upstream's authorization server is used, whatever
+/// lifetime it claims: a claim near 2^64 seconds would overflow a clock.
+const MAX_LIFETIME: Duration = Duration::from_secs(24 * 3600);
 
 /// One source of `[credentials]`.
 #[derive(Clone, Debug, PartialEq)]
@@ -109,6 +112,7 @@ impl Broker {
         Arc::new(Caller {
             broker: self.clone(),
             principal: principal.name.clone(),
+            via: principal.via,
             callback: match (stdio, loopback) {
                 (false, _) => Callback::Http,
                 (true, Some(loopback)) => Callback::Loopback(loopback),
@@ -124,15 +128,39 @@ impl Broker {
         self.consents.arrived_elsewhere();
     }
 
-    /// Ends a consent flow at moat's callback: the source and principal it was for.
+    /// The consent steps under way, for the pages a caller's browser goes through.
+    pub fn consents(&self) -> &consent::Consents {
+        &self.consents
+    }
+
+    /// How `source` asks its callers' consent, if it does.
+    pub fn consent_settings(&self, source: &str) -> Option<&consent::Settings> {
+        self.sources.get(source).and_then(|s| s.consent.as_ref())
+    }
+
+    /// Sends a browser that proved to be `principal` on to `source`'s authorization server.
+    pub async fn send_upstream(
+        &self,
+        source: &str,
+        principal: &str,
+        browser: String,
+    ) -> Result<String, String> {
+        let settings = self.consent_settings(source).ok_or_else(|| {
+            format!("the credential source \"{source}\" no longer asks callers' consent")
+        })?;
+        self.consents
+            .upstream(source, principal, Some(browser), settings)
+            .await
+    }
+
+    /// Ends a consent flow at a source's callback: the source and principal it connected.
     pub async fn complete_consent(
         &self,
-        state: &str,
-        code: &str,
+        answer: consent::Answer<'_>,
     ) -> Result<(String, String), String> {
         self.consents
-            .complete(&self.http, state, code, |name| {
-                self.sources.get(name).and_then(|s| s.consent.clone())
+            .complete(&self.http, answer, |name| {
+                self.consent_settings(name).cloned()
             })
             .await
     }
@@ -140,7 +168,7 @@ impl Broker {
     async fn credential(
         &self,
         name: &str,
-        principal: &str,
+        (principal, via): (&str, Via),
         token: Option<&AccessToken>,
         callback: &Callback,
     ) -> Result<String, Missing> {
@@ -187,9 +215,10 @@ impl Broker {
                 {
                     return Ok(token);
                 }
+                let proof = proof(name, principal, via, settings).map_err(Missing::Refused)?;
                 let link = self
                     .consents
-                    .link(name, principal, settings)
+                    .link(name, principal, proof, settings)
                     .await
                     .map_err(Missing::Refused)?;
                 Err(Missing::Consent(Question {
@@ -198,7 +227,8 @@ impl Broker {
                     params: serde_json::json!({
                         "mode": "url",
                         "message": format!(
-                            "This tool acts for you at {}: connect your account to go on.",
+                            "This tool acts for {principal} at {}: connect your account for \
+                             \"{name}\" to go on.",
                             settings.authorization_endpoint
                         ),
                         "url": link.url,
@@ -238,6 +268,37 @@ impl Broker {
     }
 }
 
+/// How the browser that opens `principal`'s link for `source` shows it is theirs, or why no
+/// browser can.
+fn proof(
+    source: &str,
+    principal: &str,
+    via: Via,
+    settings: &consent::Settings,
+) -> Result<consent::Proof, String> {
+    let unproven = |how: &str| {
+        format!(
+            "the credential source \"{source}\" asks the caller to connect their account, and \
+             principal \"{principal}\" signed in with {how}, which no browser can prove: set \
+             `confirm_unproven = true` in its `consent` to connect such callers after they confirm \
+             a page naming them, or give the principal a secret in `principals`"
+        )
+    };
+    match via {
+        Via::Stdio => Ok(consent::Proof::Loopback),
+        Via::Jwt | Via::Introspection => Ok(consent::Proof::SignIn),
+        Via::ApiKey | Via::LocalToken if settings.confirm_unproven => Ok(consent::Proof::Confirm),
+        Via::ApiKey => Err(unproven("an API key")),
+        Via::LocalToken => Err(unproven("the local token")),
+        // Anyone at all: tokens kept for them would serve everyone.
+        Via::Unauthenticated => Err(format!(
+            "the credential source \"{source}\" asks the caller to connect their account, and \
+             this moat serves without authentication: whatever one caller connected would act \
+             for every other"
+        )),
+    }
+}
+
 /// Where the caller's browser comes back to after consenting.
 enum Callback {
     /// moat's HTTP server, which serves `/oauth/callback` with MCP.
@@ -263,6 +324,7 @@ impl Callback {
 pub struct Caller {
     broker: Arc<Broker>,
     principal: String,
+    via: Via,
     callback: Callback,
     token: Option<AccessToken>,
     used: Mutex<Vec<String>>,
@@ -301,7 +363,12 @@ impl CallCredentials for Caller {
         Box::pin(async move {
             let credential = self
                 .broker
-                .credential(source, &self.principal, self.token.as_ref(), &self.callback)
+                .credential(
+                    source,
+                    (&self.principal, self.via),
+                    self.token.as_ref(),
+                    &self.callback,
+                )
                 .await?;
             self.record(source);
             Ok(credential)
@@ -383,9 +450,8 @@ mod tests {
         assert!(gone.contains("\"wiki\" is no longer configured"), "{gone}");
     }
 
-    #[tokio::test]
-    async fn consent_is_asked_over_http_and_refused_on_stdio_which_has_no_callback() {
-        let broker = broker(Source {
+    fn consenting(confirm_unproven: bool) -> Source {
+        Source {
             hosts: vec!["https://tracker.example".parse().unwrap()],
             principals: HashMap::new(),
             exchange: None,
@@ -396,14 +462,60 @@ mod tests {
                 client_secret: None,
                 scope: None,
                 resource: None,
-                redirect_uri: "https://moat.example/oauth/callback".into(),
+                redirect_uri: "https://moat.example/oauth/callback/tracker".into(),
+                issuer: None,
+                confirm_unproven,
             }),
-        });
-        let remote = broker.for_call(&Principal::api_key("ci"), None, None);
-        match remote.get("tracker").await.unwrap_err() {
-            Missing::Consent(question) => assert_eq!(question.key, "moat:consent:tracker"),
-            Missing::Refused(why) => panic!("refused over HTTP: {why}"),
         }
+    }
+
+    /// The link `caller`'s call is sent to.
+    async fn link_of(caller: &Caller) -> String {
+        match caller.get("tracker").await.unwrap_err() {
+            Missing::Consent(question) => {
+                assert_eq!(question.key, "moat:consent:tracker");
+                question.params["url"].as_str().unwrap().to_string()
+            }
+            Missing::Refused(why) => panic!("refused: {why}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_caller_no_browser_can_prove_is_asked_only_where_the_source_opts_in() {
+        let oauth = Principal {
+            via: Via::Jwt,
+            ..Principal::api_key("x")
+        };
+        for confirm_unproven in [false, true] {
+            let broker = broker(consenting(confirm_unproven));
+            // Signed in with OAuth: a link to moat's start page, where the browser signs in.
+            let link = link_of(&broker.for_call(&oauth, None, None)).await;
+            assert!(link.starts_with("https://moat.example/oauth/consent/"), "{link}");
+            let ci = broker.for_call(&Principal::api_key("ci"), None, None);
+            let local = broker.for_call(&Principal::local(), None, None);
+            if confirm_unproven {
+                for caller in [ci, local] {
+                    let link = link_of(&caller).await;
+                    assert!(link.starts_with("https://moat.example/oauth/consent/"), "{link}");
+                }
+            } else {
+                let why = refusal(ci.get("tracker").await.unwrap_err());
+                assert!(
+                    why.contains("\"key:ci\" signed in with an API key, which no browser can prove"),
+                    "{why}"
+                );
+                let why = refusal(local.get("tracker").await.unwrap_err());
+                assert!(why.contains("with the local token"), "{why}");
+            }
+            let anyone = broker.for_call(&Principal::anonymous(), None, None);
+            let why = refusal(anyone.get("tracker").await.unwrap_err());
+            assert!(why.contains("would act for every other"), "{why}");
+        }
+    }
+
+    #[tokio::test]
+    async fn consent_on_stdio_goes_straight_to_the_third_party_through_a_loopback_listener() {
+        let broker = broker(consenting(false));
         let local = broker.for_call(&Principal::stdio("stdio"), None, None);
         let why = refusal(local.get("tracker").await.unwrap_err());
         assert!(
@@ -420,13 +532,11 @@ mod tests {
             })
         };
         let listening = broker.for_call(&Principal::stdio("stdio"), None, Some(listens));
-        assert!(matches!(
-            listening.get("tracker").await,
-            Err(Missing::Consent(_))
-        ));
+        let link = link_of(&listening).await;
+        assert!(link.starts_with("https://tracker.example/authorize?"), "{link}");
         assert_eq!(
             *asked.lock().unwrap(),
-            ["https://moat.example/oauth/callback"]
+            ["https://moat.example/oauth/callback/tracker"]
         );
         let cannot: Loopback = Arc::new(|_: &str| Err("the port is taken".to_string()));
         let why = refusal(

@@ -65,6 +65,14 @@ impl SharedConsents {
         self.read("GETDEL", &link_key(state)).await
     }
 
+    /// The link kept under `state`, left for the next step to take.
+    pub async fn peek_link<T: DeserializeOwned>(
+        &self,
+        state: &str,
+    ) -> Result<Option<T>, Unreachable> {
+        self.read("GET", &link_key(state)).await
+    }
+
     /// Keeps `entry`, in place of what its principal had from its source.
     pub async fn put(&self, entry: &Entry) -> Result<(), Unreachable> {
         let key = token_key(&entry.source, &entry.principal);

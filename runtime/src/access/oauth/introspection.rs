@@ -305,6 +305,7 @@ mod tests {
             required_scopes: Vec::new(),
             jwks_uri: None,
             introspection: Some(client.clone()),
+            sign_in: None,
             leeway: Duration::ZERO,
             jwks_cooldown: Duration::ZERO,
         };

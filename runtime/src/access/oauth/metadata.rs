@@ -63,6 +63,8 @@ pub struct Metadata {
     pub issuer: String,
     pub jwks_uri: Option<String>,
     pub introspection_endpoint: Option<String>,
+    pub authorization_endpoint: Option<String>,
+    pub token_endpoint: Option<String>,
 }
 
 impl Metadata {
@@ -71,9 +73,13 @@ impl Metadata {
         for url in well_known(issuer) {
             match Self::fetch_one(http, &url).await {
                 Ok(metadata) if metadata.issuer == issuer => {
-                    for uri in [&metadata.jwks_uri, &metadata.introspection_endpoint]
-                        .into_iter()
-                        .flatten()
+                    let uris = [
+                        &metadata.jwks_uri,
+                        &metadata.introspection_endpoint,
+                        &metadata.authorization_endpoint,
+                        &metadata.token_endpoint,
+                    ];
+                    for uri in uris.into_iter().flatten()
                     {
                         super::check_issuer_url(uri)
                             .with_context(|| format!("in the metadata at {url}"))?;

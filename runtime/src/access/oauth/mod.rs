@@ -10,6 +10,7 @@ pub mod claims;
 pub mod introspection;
 pub mod jwks;
 mod metadata;
+pub mod sign_in;
 #[cfg(test)]
 mod tests;
 
@@ -39,6 +40,8 @@ pub struct Settings {
     pub jwks_uri: Option<String>,
     /// Introspection of opaque tokens: the client moat authenticates as.
     pub introspection: Option<introspection::Client>,
+    /// moat's client for signing browsers in (the consent pages).
+    pub sign_in: Option<sign_in::Client>,
     /// Clock skew allowed on `exp` and `nbf`.
     pub leeway: Duration,
     /// The least time between two fetches of the issuer's keys, and between a failed fetch of

@@ -407,7 +407,7 @@ pub fn router(
         guarded = guarded.route("/metrics", scrape::behind_auth(catalogue.clone()));
     }
     let guarded = guarded.layer(middleware::from_fn_with_state(guard, auth::authenticate));
-    let callback = get(consent::callback).with_state(catalogue.clone());
+    let consent = consent::routes(catalogue.clone(), live.clone());
     let metadata = get(move |uri: axum::http::Uri| {
         std::future::ready(auth::metadata(&live.gate(), uri.path()))
     });
@@ -419,7 +419,7 @@ pub fn router(
         )
         .route("/.well-known/oauth-protected-resource", metadata.clone())
         .route("/.well-known/oauth-protected-resource/{*path}", metadata)
-        .route("/oauth/callback", callback)
+        .merge(consent)
         .merge(guarded)
 }
 

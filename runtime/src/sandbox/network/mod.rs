@@ -198,7 +198,7 @@ impl Network {
         target: &Target,
         headers: &mut http::HeaderMap,
         asking: Asking<'_>,
-    ) -> Result<Added, String> {
+    ) -> Result<Added, Denial> {
         let mut added = Added::default();
         for injection in self.inject.iter().filter(|i| i.to.matches(target)) {
             let value = match &injection.value {
@@ -237,10 +237,38 @@ pub(super) struct Added {
     sources: Vec<String>,
 }
 
+/// Why a request was refused: what the caller is told, and what logs, traces and the audit
+/// record. They differ only where the caller's text holds what only the caller may see (the
+/// link that connects their account, which anyone reading a log could otherwise finish).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Denial {
+    pub shown: String,
+    pub recorded: String,
+}
+
+impl Denial {
+    /// `text` wrapped the same way in both.
+    pub fn map(self, text: impl Fn(&str) -> String) -> Self {
+        Self {
+            shown: text(&self.shown),
+            recorded: text(&self.recorded),
+        }
+    }
+}
+
+impl From<String> for Denial {
+    fn from(text: String) -> Self {
+        Self {
+            shown: text.clone(),
+            recorded: text,
+        }
+    }
+}
+
 /// The denials of one call, shared by the hooks that record them and the call that reports them.
 #[derive(Clone, Debug, Default)]
 pub struct Denials {
-    list: Arc<Mutex<Vec<String>>>,
+    list: Arc<Mutex<Vec<Denial>>>,
     /// Where each new denial is logged; none for a call that has no instance yet.
     log: Option<Arc<GuestLog>>,
 }
@@ -255,20 +283,21 @@ impl Denials {
 
     /// Records a denial and logs it, once per call, within the plugin's log budget: a guest
     /// retrying in a loop grows neither the list nor the log.
-    pub fn record(&self, message: String) {
+    pub fn record(&self, denial: impl Into<Denial>) {
+        let denial = denial.into();
         let mut denials = self.list.lock().unwrap_or_else(|e| e.into_inner());
-        if denials.contains(&message) {
+        if denials.contains(&denial) {
             return;
         }
         if let Some(log) = &self.log {
-            log.write(Severity::Warning, &message);
+            log.write(Severity::Warning, &denial.recorded);
         }
         if denials.len() < 32 {
-            denials.push(message);
+            denials.push(denial);
         }
     }
 
-    pub fn take(&self) -> Vec<String> {
+    pub fn take(&self) -> Vec<Denial> {
         std::mem::take(&mut *self.list.lock().unwrap_or_else(|e| e.into_inner()))
     }
 }

@@ -12,7 +12,7 @@ use http_body_util::BodyExt;
 use wasmtime_wasi_http::io::TokioIo;
 use wasmtime_wasi_http::{Error as HttpError, RequestOptions, WasiBody, WasiHttpHooks};
 
-use super::{Denials, Network, NetworkGrant, Scheme, Unsent, redact};
+use super::{Denial, Denials, Network, NetworkGrant, Scheme, Unsent, redact};
 use crate::sandbox::host::{AskError, Client, InputRequired, Question};
 
 /// What a request may use to find its caller's credentials.
@@ -24,15 +24,16 @@ pub(super) struct Asking<'a> {
 
 impl Asking<'_> {
     /// The caller's credential from `source`, asking them for it if they must give it first.
-    pub async fn credential(&self, source: &str) -> Result<String, String> {
+    pub async fn credential(&self, source: &str) -> Result<String, Denial> {
         let Some(credentials) = self.credentials else {
             return Err(format!(
                 "its credential \"{source}\" is given per caller, and this call has none"
-            ));
+            )
+            .into());
         };
         match credentials.get(source).await {
             Ok(token) => Ok(token),
-            Err(Missing::Refused(why)) => Err(why),
+            Err(Missing::Refused(why)) => Err(why.into()),
             Err(Missing::Consent(question)) => {
                 consent(
                     source,
@@ -169,16 +170,26 @@ async fn consent(
     credentials: &dyn CallCredentials,
     client: Option<Arc<dyn Client>>,
     pending: &PendingInput,
-) -> Result<String, String> {
+) -> Result<String, Denial> {
     let url = question.params["url"]
         .as_str()
         .unwrap_or_default()
         .to_string();
+    // The link goes to the caller only: whoever reads a log may not finish it.
     let go = |why: &str| {
-        format!(
-            "the credential \"{source}\" needs the caller to connect their account ({why}): \
-             open {url} , then call again"
-        )
+        let text = |link: &str| {
+            format!(
+                "the credential \"{source}\" needs the caller to connect their account ({why}): \
+                 open {link} , then call again"
+            )
+        };
+        Denial {
+            shown: text(&url),
+            recorded: text(&format!(
+                "the link given to the caller (sha256 {})",
+                crate::upstream::consent::steps::digest(&url)
+            )),
+        }
     };
     let Some(client) = client else {
         return Err(go("this request cannot ask the client anything"));
@@ -189,18 +200,20 @@ async fn consent(
         .to_string();
     match client.clone().ask(vec![question]).await {
         Ok(answers) if accepted(&answers) => {
-            let credential = credentials.consented(source).await?;
+            let credential = credentials.consented(source).await.map_err(Denial::from)?;
             client.elicitation_complete(&elicitation).await;
             Ok(credential)
         }
         Ok(_) => Err(format!(
             "the caller declined to connect their account for the credential \"{source}\""
-        )),
+        )
+        .into()),
         Err(AskError::InputRequired(input)) => {
             pending.set(input);
             Err(format!(
                 "the credential \"{source}\" waits for the caller to connect their account"
-            ))
+            )
+            .into())
         }
         Err(AskError::MissingCapability(missing)) => Err(go(&missing.to_string())),
         Err(AskError::Refused(why)) => Err(go(&why)),
@@ -292,7 +305,7 @@ impl WasiHttpHooks for HttpHooks {
             let added = match network.inject(&target, request.headers_mut(), asking).await {
                 Ok(added) => added,
                 Err(why) => {
-                    denials.record(format!("network access to {target} denied: {why}"));
+                    denials.record(why.map(|why| format!("network access to {target} denied: {why}")));
                     return Err(HttpError::HttpRequestDenied);
                 }
             };

@@ -268,7 +268,9 @@ fn inject(
     let runtime = tokio::runtime::Builder::new_current_thread()
         .build()
         .unwrap();
-    runtime.block_on(network.inject(target, headers, asking(None)))
+    runtime
+        .block_on(network.inject(target, headers, asking(None)))
+        .map_err(|denial| denial.shown)
 }
 
 #[test]
@@ -385,6 +387,14 @@ impl CallCredentials for Caller {
         Box::pin(async move {
             match source {
                 "tracker" => Ok(format!("token-of-{}", self.0)),
+                "consent" => Err(Missing::Consent(crate::sandbox::host::Question {
+                    key: "moat:consent:consent".into(),
+                    method: "elicitation/create".into(),
+                    params: serde_json::json!({
+                        "mode": "url", "url": "https://moat.example/oauth/consent/SECRET"
+                    }),
+                    form: None,
+                })),
                 _ => Err(Missing::Refused(format!(
                     "no credential \"{source}\" for {}",
                     self.0
@@ -472,7 +482,8 @@ async fn a_request_without_its_callers_credential_is_not_sent() {
     let no_caller = injecting_credential("tracker")
         .inject(&target, &mut headers, asking(None))
         .await
-        .unwrap_err();
+        .unwrap_err()
+        .shown;
     assert!(
         no_caller.contains("given per caller, and this call has none"),
         "{no_caller}"
@@ -481,6 +492,35 @@ async fn a_request_without_its_callers_credential_is_not_sent() {
         .inject(&target, &mut headers, asking(Some(&Caller("alice"))))
         .await
         .unwrap_err();
-    assert_eq!(unknown, "no credential \"wiki\" for alice");
+    assert_eq!(unknown, Denial::from("no credential \"wiki\" for alice".to_string()));
     assert!(headers.is_empty());
+}
+
+#[tokio::test]
+async fn a_consent_link_is_shown_to_the_caller_and_recorded_only_as_its_digest() {
+    let target = Target {
+        scheme: Scheme::Https,
+        host: Host::Name("api.example.org".into()),
+        port: 443,
+    };
+    let mut headers = http::HeaderMap::new();
+    let denial = injecting_credential("consent")
+        .inject(&target, &mut headers, asking(Some(&Caller("alice"))))
+        .await
+        .unwrap_err();
+    let link = "https://moat.example/oauth/consent/SECRET";
+    assert!(denial.shown.contains(&format!("open {link} ,")), "{denial:?}");
+    assert!(!denial.recorded.contains("SECRET"), "{denial:?}");
+    let digest = crate::upstream::consent::steps::digest(link);
+    assert!(
+        denial
+            .recorded
+            .contains(&format!("open the link given to the caller (sha256 {digest})")),
+        "{denial:?}"
+    );
+    // What a call records is what logs and the audit get.
+    let denials = Denials::default();
+    denials.record(denial.map(|d| format!("denied: {d}")));
+    let taken = denials.take();
+    assert!(taken[0].shown.contains("SECRET") && !taken[0].recorded.contains("SECRET"));
 }

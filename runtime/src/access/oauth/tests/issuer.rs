@@ -144,6 +144,7 @@ impl Issuer {
                 cache: Duration::from_secs(30),
                 max_per_second: introspection::DEFAULT_MAX_PER_SECOND,
             }),
+            sign_in: None,
             leeway: Duration::ZERO,
             jwks_cooldown: Duration::from_secs(60),
         }

@@ -1,75 +1,15 @@
-//! `GET /oauth/callback`: where a caller's browser comes back from consenting at an upstream's
-//! authorization server (`[credentials.NAME] consent`). It needs no bearer token: the `state`
-//! moat made for one principal is the proof, good once and for ten minutes, and the PKCE
-//! verifier that makes the code worth anything never left moat.
+//! A stdio moat's consent callback. A stdio moat serves no HTTP, so it listens for the callback
+//! alone on the loopback address of the source's `redirect_uri` (RFC 8252 §7.3, as a native app
+//! does), from the first call that needs it until it stops. Its browser is on the caller's own
+//! machine, so its links go straight to the third party ([`Proof::Loopback`]).
 //!
-//! `moat serve --http` serves it with MCP. A stdio moat serves no HTTP, so it listens for the
-//! callback alone on the loopback address of the source's `redirect_uri` (RFC 8252 §7.3, as a
-//! native app does), from the first call that needs it until it stops ([`Loopback`]).
+//! [`Proof::Loopback`]: crate::upstream::consent::Proof::Loopback
 
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Mutex;
 
-use axum::extract::{Query, State};
-use axum::http::{StatusCode, header};
-use axum::response::{IntoResponse, Response};
-use serde::Deserialize;
-
 use crate::mcp::catalogue::Catalogue;
-
-#[derive(Deserialize)]
-pub struct Callback {
-    state: Option<String>,
-    code: Option<String>,
-    error: Option<String>,
-    error_description: Option<String>,
-}
-
-pub async fn callback(
-    State(catalogue): State<Catalogue>,
-    Query(query): Query<Callback>,
-) -> Response {
-    let Some(broker) = catalogue.credentials() else {
-        return page(
-            StatusCode::NOT_FOUND,
-            "Nothing to connect",
-            "This moat asks no consent.",
-        );
-    };
-    if let Some(error) = &query.error {
-        let why = query.error_description.as_deref().unwrap_or(error);
-        return page(
-            StatusCode::BAD_REQUEST,
-            "Not connected",
-            &format!("The authorization server said: {why}. Call the tool again to retry."),
-        );
-    }
-    let (Some(state), Some(code)) = (&query.state, &query.code) else {
-        return page(
-            StatusCode::BAD_REQUEST,
-            "Not connected",
-            "This address lacks the `state` and `code` an authorization server sends back.",
-        );
-    };
-    match broker.complete_consent(state, code).await {
-        Ok((source, principal)) => {
-            tracing::info!(source, principal, "a caller connected their account");
-            page(
-                StatusCode::OK,
-                "Connected",
-                &format!(
-                    "Your account for \"{source}\" is connected. You can close this window and go \
-                     back to your conversation."
-                ),
-            )
-        }
-        Err(why) => {
-            tracing::warn!("a consent callback was refused: {why}");
-            page(StatusCode::BAD_REQUEST, "Not connected", &format!("{why}."))
-        }
-    }
-}
 
 /// The loopback listeners of a stdio moat's callbacks, each bound once.
 #[derive(Default)]
@@ -86,11 +26,14 @@ impl Loopback {
         if let Some(outcome) = bound.get(&address) {
             return outcome.clone();
         }
+        // Every source's callback under the same prefix, whichever source bound it first.
+        let prefix = path.rfind("/oauth/callback/").map_or("", |at| &path[..at]);
+        let route = format!("{prefix}/oauth/callback/{{source}}");
         let outcome = listen(address)
             .map(|listener| {
                 let app = axum::Router::new()
-                    .route(&path, axum::routing::get(callback))
-                    .with_state(catalogue.clone());
+                    .route(&route, axum::routing::get(super::callback))
+                    .with_state(super::Pages::stdio(catalogue.clone()));
                 tracing::info!("listening on http://{address}{path} for consent callbacks");
                 tokio::spawn(async move { axum::serve(listener, app).await });
             })
@@ -134,33 +77,6 @@ fn loopback_address(redirect_uri: &str) -> Result<(SocketAddr, String), String> 
     Ok((SocketAddr::new(ip, port), url.path().to_string()))
 }
 
-/// A small HTML page for the person in the browser.
-fn page(status: StatusCode, title: &str, text: &str) -> Response {
-    let escape = |s: &str| {
-        s.replace('&', "&amp;")
-            .replace('<', "&lt;")
-            .replace('>', "&gt;")
-            .replace('"', "&quot;")
-    };
-    let body = format!(
-        "<!doctype html><html><head><meta charset=\"utf-8\"><title>moat: {}</title></head>\
-         <body><h1>{}</h1><p id=\"message\">{}</p></body></html>\n",
-        escape(title),
-        escape(title),
-        escape(text)
-    );
-    (
-        status,
-        [
-            (header::CONTENT_TYPE, "text/html; charset=utf-8"),
-            (header::CACHE_CONTROL, "no-store"),
-            (header::REFERRER_POLICY, "no-referrer"),
-        ],
-        body,
-    )
-        .into_response()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -169,8 +85,8 @@ mod tests {
     fn a_stdio_callback_is_on_a_loopback_address() {
         let address = |uri: &str| loopback_address(uri).map(|(a, p)| format!("{a}{p}"));
         assert_eq!(
-            address("http://127.0.0.1:8765/oauth/callback").unwrap(),
-            "127.0.0.1:8765/oauth/callback"
+            address("http://127.0.0.1:8765/oauth/callback/tracker").unwrap(),
+            "127.0.0.1:8765/oauth/callback/tracker"
         );
         assert_eq!(
             address("http://localhost/x/oauth/callback").unwrap(),

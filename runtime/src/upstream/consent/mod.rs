@@ -1,23 +1,21 @@
 //! The caller's consent at a third party: an OAuth 2.1 authorization-code flow with PKCE,
-//! started by a URL the caller's client opens (URL elicitation) and ended at moat's callback.
-//!
-//! A link is good once, for ten minutes, for the principal and source it was made for: its
-//! `state` is 128 random bits that only that principal's client was given, and the PKCE
-//! verifier never leaves moat, so a code without it is worth nothing. The tokens it yields are
-//! kept per source and principal, and refreshed with the refresh token when they expire.
+//! started by a URL the caller's client opens (URL elicitation) and ended at moat's callback
+//! for that source ([`steps`] says how a link connects only the person it was made for).
+//! The tokens it yields are kept per source and principal, and refreshed with the refresh token
+//! when they expire.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use base64::Engine as _;
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
+use serde::Deserialize;
 
+pub use self::steps::{Answer, Link, Proof, Step};
 use super::shared::SharedConsents;
 use super::store::{Entry, Store};
 use crate::access::oauth::body::read_capped;
+
+pub mod steps;
 
 /// How long a link may wait for the caller.
 const LINK_LIFETIME: Duration = Duration::from_secs(600);
@@ -43,21 +41,27 @@ pub struct Settings {
     pub scope: Option<String>,
     /// The upstream's URL, for a token meant for it (RFC 8707).
     pub resource: Option<String>,
-    /// moat's callback, as the third party knows it.
+    /// moat's callback for this source, as the third party knows it:
+    /// `…/oauth/callback/NAME`.
     pub redirect_uri: String,
+    /// The third party's issuer: when given, its answers must name it in `iss` (RFC 9207).
+    pub issuer: Option<String>,
+    /// Whether principals no browser can prove (API keys, the local token) may consent, by
+    /// confirming a page that names them.
+    pub confirm_unproven: bool,
 }
 
-/// A link made for one principal and source, waiting for the caller.
-#[derive(Serialize, Deserialize)]
-struct Waiting {
-    source: String,
-    principal: String,
-    verifier: String,
+impl Settings {
+    /// moat as the caller's browser reaches it: the redirect_uri before `/oauth/callback/`.
+    pub fn base(&self) -> &str {
+        let uri = &self.redirect_uri;
+        uri.rfind("/oauth/callback/").map_or(uri, |at| &uri[..at])
+    }
 }
 
-/// A link waiting here, until its time is up.
+/// A consent step waiting here (serialized, as Redis would keep it), until its time is up.
 struct Pending {
-    waiting: Waiting,
+    step: Vec<u8>,
     until: Instant,
 }
 
@@ -102,13 +106,6 @@ fn now() -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
-/// What the caller is sent to, and the question that sends it.
-pub struct Link {
-    pub url: String,
-    /// Names the URL elicitation, so that its completion can be announced.
-    pub elicitation_id: String,
-}
-
 /// Where callers' tokens are kept besides this moat's memory.
 #[derive(Default)]
 pub enum Keeping {
@@ -125,7 +122,8 @@ pub enum Keeping {
 /// Links waiting for callers, and the tokens callers gave.
 #[derive(Default)]
 pub struct Consents {
-    /// Links made here that no other replica can end (Redis was unreachable, or there is none).
+    /// Consent steps kept here, which no other replica can take (Redis was unreachable, or
+    /// there is none).
     pending: Mutex<HashMap<String, Pending>>,
     tokens: Mutex<HashMap<(String, String), Tokens>>,
     /// Woken whenever a caller's tokens arrive.
@@ -135,7 +133,7 @@ pub struct Consents {
 
 /// What a token endpoint answers.
 #[derive(Deserialize)]
-struct Answer {
+struct Tokened {
     access_token: String,
     refresh_token: Option<String>,
     expires_in: Option<u64>,
@@ -186,130 +184,14 @@ impl Consents {
         }
     }
 
-    /// A new link for `principal` to give `source`'s tokens.
-    pub async fn link(
-        &self,
-        source: &str,
-        principal: &str,
-        settings: &Settings,
-    ) -> Result<Link, String> {
-        let state = random::<16>()?;
-        // RFC 7636: 43 to 128 characters.
-        let verifier = random::<32>()?;
-        let challenge = URL_SAFE_NO_PAD.encode(Sha256::digest(verifier.as_bytes()));
-        let mut url = reqwest::Url::parse(&settings.authorization_endpoint)
-            .map_err(|e| format!("the authorization endpoint is not a URL: {e}"))?;
-        {
-            let mut query = url.query_pairs_mut();
-            query
-                .append_pair("response_type", "code")
-                .append_pair("client_id", &settings.client_id)
-                .append_pair("redirect_uri", &settings.redirect_uri)
-                .append_pair("state", &state)
-                .append_pair("code_challenge", &challenge)
-                .append_pair("code_challenge_method", "S256");
-            if let Some(scope) = &settings.scope {
-                query.append_pair("scope", scope);
-            }
-            if let Some(resource) = &settings.resource {
-                query.append_pair("resource", resource);
-            }
-        }
-        let waiting = Waiting {
-            source: source.to_string(),
-            principal: principal.to_string(),
-            verifier,
-        };
-        let link = Link {
-            url: url.into(),
-            elicitation_id: random::<16>()?,
-        };
-        if let Keeping::Shared(shared) = &self.keeping {
-            match shared.put_link(&state, &waiting, LINK_LIFETIME).await {
-                Ok(()) => return Ok(link),
-                Err(_) => tracing::warn!(
-                    "Redis is unreachable: a consent link is kept on this replica only, and \
-                     ends only if the caller's browser comes back here"
-                ),
-            }
-        }
-        let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
-        if pending.len() >= MAX_PENDING {
-            let now = Instant::now();
-            pending.retain(|_, p| now < p.until);
-            if pending.len() >= MAX_PENDING
-                && let Some(oldest) = pending
-                    .iter()
-                    .min_by_key(|(_, p)| p.until)
-                    .map(|(k, _)| k.clone())
-            {
-                pending.remove(&oldest);
-            }
-        }
-        pending.insert(
-            state,
-            Pending {
-                waiting,
-                until: Instant::now() + LINK_LIFETIME,
-            },
-        );
-        Ok(link)
-    }
-
-    /// The source and principal a callback's `state` was made for, taken once: a second use of
-    /// the same state, a state moat never made and one past its time are all refused.
-    async fn take(&self, state: &str) -> Option<Waiting> {
-        let here = {
-            let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
-            pending.remove(state)
-        };
-        if let Some(pending) = here {
-            return (Instant::now() < pending.until).then_some(pending.waiting);
-        }
-        match &self.keeping {
-            Keeping::Shared(shared) => shared.take_link(state).await.ok().flatten(),
-            _ => None,
-        }
-    }
-
-    /// Ends the flow `state` began with `code`: asks the token endpoint of its source (found by
-    /// `settings`) and keeps the tokens. Gives back the source and principal.
-    pub async fn complete(
-        &self,
-        http: &reqwest::Client,
-        state: &str,
-        code: &str,
-        settings: impl Fn(&str) -> Option<Settings>,
-    ) -> Result<(String, String), String> {
-        let pending = self
-            .take(state)
-            .await
-            .ok_or("this link was used already, has expired, or was not made by this moat")?;
-        let settings = settings(&pending.source).ok_or_else(|| {
-            format!(
-                "the credential source \"{}\" is no longer configured",
-                pending.source
+    async fn keep(&self, source: &str, principal: &str, answer: Tokened) {
+        // An authorization server's word on a lifetime is capped: near 2^64 it would overflow.
+        let until = answer.expires_in.map(|s| {
+            now().saturating_add(
+                s.min(super::MAX_LIFETIME.as_secs())
+                    .saturating_sub(REFRESH_BEFORE.as_secs()),
             )
-        })?;
-        let answer = token_request(
-            http,
-            &settings,
-            &[
-                ("grant_type", "authorization_code"),
-                ("code", code),
-                ("redirect_uri", &settings.redirect_uri),
-                ("code_verifier", &pending.verifier),
-            ],
-        )
-        .await?;
-        self.keep(&pending.source, &pending.principal, answer).await;
-        Ok((pending.source, pending.principal))
-    }
-
-    async fn keep(&self, source: &str, principal: &str, answer: Answer) {
-        let until = answer
-            .expires_in
-            .map(|s| now() + s.saturating_sub(REFRESH_BEFORE.as_secs()));
+        });
         let kept = Tokens {
             access: answer.access_token,
             refresh: answer.refresh_token,
@@ -522,7 +404,7 @@ async fn token_request(
     http: &reqwest::Client,
     settings: &Settings,
     form: &[(&str, &str)],
-) -> Result<Answer, String> {
+) -> Result<Tokened, String> {
     let endpoint = &settings.token_endpoint;
     let mut form: Vec<(&str, &str)> = form.to_vec();
     let mut request = http.post(endpoint);
@@ -552,13 +434,6 @@ async fn token_request(
     serde_json::from_slice(&body).map_err(|e| format!("{endpoint} answered no tokens: {e}"))
 }
 
-/// `N` random bytes, base64url.
-fn random<const N: usize>() -> Result<String, String> {
-    let mut bytes = [0u8; N];
-    getrandom::fill(&mut bytes).map_err(|e| format!("no randomness: {e}"))?;
-    Ok(URL_SAFE_NO_PAD.encode(bytes))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -571,68 +446,10 @@ mod tests {
             client_secret: None,
             scope: Some("read".into()),
             resource: None,
-            redirect_uri: "https://moat.example/oauth/callback".into(),
+            redirect_uri: "https://moat.example/oauth/callback/tracker".into(),
+            issuer: None,
+            confirm_unproven: false,
         }
-    }
-
-    #[tokio::test]
-    async fn a_link_carries_a_fresh_state_and_an_s256_challenge() {
-        let consents = Consents::default();
-        let link = consents
-            .link("tracker", "alice", &settings())
-            .await
-            .unwrap();
-        let url = reqwest::Url::parse(&link.url).unwrap();
-        let query: HashMap<String, String> = url.query_pairs().into_owned().collect();
-        assert_eq!(query["tenant"], "1");
-        assert_eq!(query["response_type"], "code");
-        assert_eq!(query["code_challenge_method"], "S256");
-        assert_eq!(query["redirect_uri"], "https://moat.example/oauth/callback");
-        assert_eq!(query["scope"], "read");
-        let state = &query["state"];
-        let pending = consents.take(state).await.unwrap();
-        assert_eq!(
-            (&*pending.source, &*pending.principal),
-            ("tracker", "alice")
-        );
-        assert_eq!(pending.verifier.len(), 43);
-        assert_eq!(
-            query["code_challenge"],
-            URL_SAFE_NO_PAD.encode(Sha256::digest(pending.verifier.as_bytes()))
-        );
-        // Once only; and a state moat never made is nothing.
-        assert!(consents.take(state).await.is_none());
-        assert!(consents.take("made-up").await.is_none());
-        let other = consents
-            .link("tracker", "alice", &settings())
-            .await
-            .unwrap();
-        assert_ne!(other.url, link.url);
-        assert_ne!(other.elicitation_id, link.elicitation_id);
-    }
-
-    #[tokio::test]
-    async fn a_link_past_its_time_is_refused() {
-        let consents = Consents::default();
-        let link = consents
-            .link("tracker", "alice", &settings())
-            .await
-            .unwrap();
-        let url = reqwest::Url::parse(&link.url).unwrap();
-        let state = url
-            .query_pairs()
-            .find(|(k, _)| k == "state")
-            .unwrap()
-            .1
-            .into_owned();
-        consents
-            .pending
-            .lock()
-            .unwrap()
-            .get_mut(&state)
-            .unwrap()
-            .until = Instant::now();
-        assert!(consents.take(&state).await.is_none());
     }
 
     #[tokio::test]
@@ -640,7 +457,7 @@ mod tests {
         let consents = Consents::default();
         crate::supply::source::install_tls_provider();
         let http = reqwest::Client::new();
-        let answer = |token: &str| Answer {
+        let answer = |token: &str| Tokened {
             access_token: token.into(),
             refresh_token: None,
             expires_in: Some(3600),
@@ -659,7 +476,7 @@ mod tests {
             .keep(
                 "tracker",
                 "bob",
-                Answer {
+                Tokened {
                     access_token: "b2".into(),
                     refresh_token: None,
                     expires_in: Some(1),
@@ -667,5 +484,10 @@ mod tests {
             )
             .await;
         assert_eq!(token("bob").await, None);
+        // A lifetime near 2^64 seconds is capped, not an overflow.
+        let mut forever = answer("long");
+        forever.expires_in = Some(u64::MAX);
+        consents.keep("tracker", "carol", forever).await;
+        assert_eq!(token("carol").await.as_deref(), Some("long"));
     }
 }

@@ -1,0 +1,132 @@
+//! moat as a client of its own authorization server, to learn who is at a browser: the
+//! authorization code flow with PKCE, for a token meant for moat itself (RFC 8707), checked as
+//! any caller's token is. The principal it names is the one [`OAuth::verify`] names for an MCP
+//! request with the same account, so the two compare as equals.
+//!
+//! Used by the consent pages: a link made for an OAuth caller goes on to the third party only
+//! once the browser signs in here as the same principal.
+
+use serde::Deserialize;
+
+use super::{OAuth, TokenError};
+use crate::access::Principal;
+use crate::access::oauth::body::read_capped;
+
+/// `[auth.oauth] sign_in`: moat's client at its authorization server.
+#[derive(Clone, Debug)]
+pub struct Client {
+    pub client_id: String,
+    /// None for a public client (PKCE alone).
+    pub client_secret: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct Tokens {
+    access_token: String,
+}
+
+impl OAuth {
+    /// Whether browsers can sign in here.
+    pub fn signs_in(&self) -> bool {
+        self.settings.sign_in.is_some()
+    }
+
+    /// Where to send a browser to sign in, coming back to `redirect_uri` with `state`.
+    pub async fn sign_in_url(
+        &self,
+        redirect_uri: &str,
+        state: &str,
+        challenge: &str,
+    ) -> Result<String, String> {
+        let client = self.sign_in_client()?;
+        let endpoint = self
+            .metadata
+            .get(&self.http, &self.settings.issuer)
+            .await
+            .map_err(unavailable)?
+            .authorization_endpoint
+            .clone()
+            .ok_or("the issuer's metadata names no authorization_endpoint")?;
+        let mut url = reqwest::Url::parse(&endpoint)
+            .map_err(|e| format!("the authorization endpoint is not a URL: {e}"))?;
+        {
+            let mut query = url.query_pairs_mut();
+            query
+                .append_pair("response_type", "code")
+                .append_pair("client_id", &client.client_id)
+                .append_pair("redirect_uri", redirect_uri)
+                .append_pair("state", state)
+                .append_pair("code_challenge", challenge)
+                .append_pair("code_challenge_method", "S256")
+                .append_pair("resource", &self.settings.audience);
+            if !self.settings.required_scopes.is_empty() {
+                query.append_pair("scope", &self.settings.required_scopes.join(" "));
+            }
+        }
+        Ok(url.into())
+    }
+
+    /// The principal a browser signed in as: `code` traded (with `verifier`) for a token, which
+    /// must be one moat accepts from its callers.
+    pub async fn signed_in(
+        &self,
+        code: &str,
+        verifier: &str,
+        redirect_uri: &str,
+    ) -> Result<Principal, String> {
+        let client = self.sign_in_client()?;
+        let endpoint = self
+            .metadata
+            .get(&self.http, &self.settings.issuer)
+            .await
+            .map_err(unavailable)?
+            .token_endpoint
+            .clone()
+            .ok_or("the issuer's metadata names no token_endpoint")?;
+        let mut form = vec![
+            ("grant_type", "authorization_code"),
+            ("code", code),
+            ("redirect_uri", redirect_uri),
+            ("code_verifier", verifier),
+            ("resource", &self.settings.audience),
+        ];
+        let mut request = self.http.post(&endpoint);
+        match &client.client_secret {
+            Some(secret) => request = request.basic_auth(&client.client_id, Some(secret)),
+            None => form.push(("client_id", &client.client_id)),
+        }
+        let failed = |e: String| format!("signing in at {endpoint} failed: {e}");
+        let response = request
+            .form(&form)
+            .send()
+            .await
+            .map_err(|e| failed(e.to_string()))?;
+        let status = response.status();
+        let body = read_capped(response).await.map_err(failed)?;
+        if !status.is_success() {
+            return Err(failed(format!("HTTP {status}")));
+        }
+        let tokens: Tokens = serde_json::from_slice(&body)
+            .map_err(|e| failed(format!("no access token in the answer: {e}")))?;
+        self.verify(&tokens.access_token)
+            .await
+            .map_err(|error| match error {
+                TokenError::Invalid(why) => format!("the sign-in gave a token moat refuses: {why}"),
+                TokenError::InsufficientScope(scopes) => format!(
+                    "the sign-in gave a token without the scopes moat needs ({})",
+                    scopes.join(" ")
+                ),
+                TokenError::Unavailable(why) => unavailable(why),
+            })
+    }
+
+    fn sign_in_client(&self) -> Result<&Client, String> {
+        self.settings.sign_in.as_ref().ok_or_else(|| {
+            "this moat's [auth.oauth] names no sign_in client, so no browser can sign in".into()
+        })
+    }
+}
+
+fn unavailable(why: impl std::fmt::Display) -> String {
+    format!("the authorization server could not be asked: {why}")
+}
