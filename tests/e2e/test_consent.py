@@ -1,7 +1,8 @@
 """A caller's consent at a third party, given in a real browser: the first call of a tool
-whose upstream needs the caller's own account sends the caller (by a URL elicitation) to the
-third party's consent page; once they sign in and consent, moat's callback keeps their tokens
-and the call goes on, in both protocol eras.
+whose upstream needs the caller's own account sends the caller (by a URL elicitation) to moat's
+page naming them and the source, which they confirm (callers by API key, where the source opts
+in), then to the third party's consent page; once they sign in and consent, moat's callback
+keeps their tokens and the call goes on, in both protocol eras.
 
 Real parts: a second `oidc-provider` (tests/npm/auth-server.mjs) is the third party's
 authorization server (authorization code with PKCE, refresh tokens, its own login and consent
@@ -61,8 +62,8 @@ def setup(
     port = free_port()
     upstream_port = free_port()
     audience = f"http://127.0.0.1:{upstream_port}"
-    callback = f"http://127.0.0.1:{port}/oauth/callback"
-    stdio_callback = f"http://127.0.0.1:{free_port()}/oauth/callback"
+    callback = f"http://127.0.0.1:{port}/oauth/callback/tracker"
+    stdio_callback = f"http://127.0.0.1:{free_port()}/oauth/callback/tracker"
     # Access tokens live 33 s: moat refreshes them 30 s before they expire, so 3 s after.
     third_party = start_auth_server(
         node_tools, tmp, {audience: {"scopes": ["read"]}},
@@ -88,9 +89,10 @@ def setup(
 
 
 def consent_config(tmp: Path, fetch: Path, upstream: Upstream, third_party: AuthServer, callback: str,
-                   keys: dict[str, str], store: str) -> str:
+                   keys: dict[str, str], store: str, confirm_unproven: bool = True) -> str:
     """moat.toml's text (and the secrets file it reads, in `tmp`): the fetch plugin sending each
-    caller's consented token from "tracker" to `upstream`, callers by API key, and `store`."""
+    caller's consented token from "tracker" to `upstream`, callers by API key (who connect by
+    confirming moat's page, as `confirm_unproven` allows), and `store`."""
     secrets = tmp / "secrets.toml"
     secrets.write_text('TRACKER_CLIENT = "moat-secret"\nSTORE_KEY = "' + "k" * 40 + '"\n')
     secrets.chmod(0o600)
@@ -106,7 +108,7 @@ inject = [{{ host = "{upstream.url}", header = "Authorization", value = "Bearer 
 
 [credentials.tracker]
 hosts = ["{upstream.url}"]
-consent = {{ authorization_endpoint = "{third_party.issuer}/auth", token_endpoint = "{third_party.issuer}/token", client_id = "moat", client_secret = "${{secret:TRACKER_CLIENT}}", redirect_uri = "{callback}", scope = "read", resource = "{upstream.audience}" }}
+consent = {{ authorization_endpoint = "{third_party.issuer}/auth", token_endpoint = "{third_party.issuer}/token", client_id = "moat", client_secret = "${{secret:TRACKER_CLIENT}}", redirect_uri = "{callback}", scope = "read", resource = "{upstream.audience}", issuer = "{third_party.issuer}", confirm_unproven = {json.dumps(confirm_unproven)} }}
 
 [auth]
 api_keys = {{ {hashes} }}
@@ -115,12 +117,16 @@ api_keys = {{ {hashes} }}
 
 @dataclass
 class Person:
-    """Someone at a browser who consents as `account` whenever asked, and what they saw."""
+    """Someone at a browser who consents as `account` whenever asked, and what they saw: moat's
+    page naming the principal (confirmed), the third party's login and consent pages."""
 
     account: str
     asked: list[Any] = field(default_factory=list)
     # Where the browser landed: moat's callback, with the state and code it was given.
     landed: list[str] = field(default_factory=list)
+    # Whom moat's pages said the link was for, and the page that said it was connected.
+    named: list[str] = field(default_factory=list)
+    connected: list[str] = field(default_factory=list)
     # What the client heard besides answers: notifications, as moat sent them.
     heard: list[Any] = field(default_factory=list)
 
@@ -136,15 +142,17 @@ class Person:
             browser = await playwright.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
             page = await browser.new_page()
             await page.goto(params.url)
+            if "/oauth/consent/" in params.url:
+                # moat's own page: it names whom the link is for, and connects only once confirmed.
+                self.named.append(await page.inner_text("#principal"))
+                await page.click("#confirm")
             await page.fill("input[name=login]", self.account)
             await page.fill("input[name=password]", "any")
             await page.click("button[type=submit]")
             await page.click("button[type=submit]")  # the consent page's Continue
-            await page.wait_for_url("**/oauth/callback?*")
+            await page.wait_for_url("**/oauth/callback/tracker?*")
             self.landed.append(page.url)
-            assert await page.inner_text("#message") == (
-                'Your account for "tracker" is connected. You can close this window and go back to '
-                "your conversation.")
+            self.connected.append(await page.inner_text("#message"))
             await browser.close()
         return ElicitResult(action="accept")
 
@@ -173,14 +181,19 @@ async def test_each_caller_consents_once_in_the_browser_and_is_seen_as_themselve
     text, error = await whoami(setup, caller, person, mode)
     assert not error and f"you are {caller}-{mode}" in text, text
     assert len(person.asked) == 1
+    # moat's page and the result name the principal and the source; so does the question.
+    assert person.named == [f"key:{caller}"]
+    assert person.connected == [f'Your account at "tracker" is connected for key:{caller}. You can close this '
+                                "window and go back to your conversation."]
+    assert f"This tool acts for key:{caller} at " in person.asked[0].message
     if mode == LEGACY:
         # The session is told the page is done, naming the elicitation that sent them there.
         completed = [m.params.elicitation_id for m in person.heard
                      if getattr(m, "method", None) == "notifications/elicitation/complete"]
         assert completed == [person.asked[0].elicitation_id], person.heard
-    # The elicited page is the third party's, for moat's callback, with PKCE.
-    query = urllib.parse.parse_qs(urllib.parse.urlparse(person.asked[0].url).query)
-    assert query["code_challenge_method"] == ["S256"] and query["redirect_uri"][0].endswith("/oauth/callback")
+    # The elicited page is moat's own; the browser came back from the third party with PKCE.
+    assert person.asked[0].url.startswith(setup.moat.url.removesuffix("/mcp") + "/oauth/consent/")
+    assert urllib.parse.urlparse(person.landed[0]).path == "/oauth/callback/tracker"
     # Again: the kept token, and no question.
     text, error = await whoami(setup, caller, person, mode)
     assert not error and f"you are {caller}-{mode}" in text, text
@@ -191,7 +204,7 @@ async def test_each_caller_consents_once_in_the_browser_and_is_seen_as_themselve
 
 
 async def test_a_made_up_state_or_an_error_connects_no_one(setup: Setup) -> None:
-    callback = setup.moat.url.removesuffix("/mcp") + "/oauth/callback"
+    callback = setup.moat.url.removesuffix("/mcp") + "/oauth/callback/tracker"
     status, page = get(f"{callback}?state=made-up&code=whatever")
     assert status == 400 and "was not made by this moat" in page
     status, page = get(f"{callback}?error=access_denied&error_description=no%20thanks")
@@ -204,7 +217,7 @@ async def test_a_client_that_cannot_open_a_page_is_told_where_to_go(setup: Setup
     text, error = await whoami(setup, "cy", None, mode)
     assert error
     assert 'the credential "tracker" needs the caller to connect their account' in text, text
-    assert f"open {setup.third_party.issuer}/auth?" in text, text
+    assert f"open {setup.moat.url.removesuffix('/mcp')}/oauth/consent/" in text, text
     assert len(setup.upstream.seen) == before
 
 

@@ -61,7 +61,7 @@ def setup(
     ports = {"a": free_port(), "b": free_port()}
     upstream_port = free_port()
     audience = f"http://127.0.0.1:{upstream_port}"
-    callback = f"http://127.0.0.1:{ports['b']}/oauth/callback"
+    callback = f"http://127.0.0.1:{ports['b']}/oauth/callback/tracker"
     third_party = start_auth_server(
         node_tools, tmp, {audience: {"scopes": ["read"]}},
         [{"client_id": "moat", "client_secret": "moat-secret", "scope": "read",
@@ -144,13 +144,13 @@ async def test_consent_ended_on_another_replica_serves_the_call_and_every_replic
         await asyncio.gather(*person.browsing)
     assert not error and f"you are {caller}-shared" in text, text
     assert len(person.asked) == 1
-    assert person.landed[0].startswith(setup.urls["b"].removesuffix("/mcp") + "/oauth/callback?")
+    assert person.landed[0].startswith(setup.urls["b"].removesuffix("/mcp") + "/oauth/callback/tracker?")
     # Replica b serves the token replica a's call asked for, without asking.
     text, error = await whoami(setup, "b", caller, Person(account="not-asked"), mode)
     assert not error and f"you are {caller}-shared" in text, text
     # The link was good once, on every replica: b took it.
     for replica in ("a", "b"):
-        status, page = get(setup.urls[replica].removesuffix("/mcp") + "/oauth/callback?"
+        status, page = get(setup.urls[replica].removesuffix("/mcp") + "/oauth/callback/tracker?"
                            + person.landed[0].split("?", 1)[1])
         assert status == 400 and "this link was used already" in page, page
 

@@ -1,6 +1,6 @@
 """Two callers of one tool, at once, each seen by the upstream as themselves: one signed in
 with OAuth, whose token moat exchanges (RFC 8693), and one with an API key, who connects their
-account in the browser (authorization code with PKCE). One `[credentials.tracker]` serves both:
+account in the browser (confirming moat's page, then authorization code with PKCE). One `[credentials.tracker]` serves both:
 its `exchange` for the caller who brought a token, its `consent` for the one who did not.
 
 Real parts: one `oidc-provider` (tests/npm/auth-server.mjs) is the organisation's server that
@@ -48,13 +48,13 @@ def setup(
     port = free_port()
     upstream_port = free_port()
     audience = f"http://127.0.0.1:{upstream_port}"
-    callback = f"http://127.0.0.1:{port}/oauth/callback"
+    callback = f"http://127.0.0.1:{port}/oauth/callback/tracker"
     auth = start_auth_server(
         node_tools, tmp, {f"http://127.0.0.1:{port}/mcp": {"scopes": ["tools"]}, audience: {"scopes": ["read"]}},
         [{"client_id": "erin", "client_secret": "erin-secret", "scope": "tools"},
          {"client_id": "moat", "client_secret": "moat-secret",
           "grant_types": [TOKEN_EXCHANGE, "authorization_code", "refresh_token"], "response_types": ["code"],
-          "redirect_uris": [callback]}],
+          "redirect_uris": [callback, f"http://127.0.0.1:{port}/oauth/signed-in"]}],
         authorization_code=True, exchange_audiences=[audience],
     )
     upstream = Upstream(auth.issuer, audience)
@@ -73,7 +73,7 @@ inject = [{{ host = "{upstream.url}", header = "Authorization", value = "Bearer 
 [credentials.tracker]
 hosts = ["{upstream.url}"]
 exchange = {{ token_endpoint = "{auth.issuer}/token", client_id = "moat", client_secret = "${{secret:MOAT_CLIENT}}", audience = "{audience}" }}
-consent = {{ authorization_endpoint = "{auth.issuer}/auth", token_endpoint = "{auth.issuer}/token", client_id = "moat", client_secret = "${{secret:MOAT_CLIENT}}", redirect_uri = "{callback}", scope = "read", resource = "{audience}" }}
+consent = {{ authorization_endpoint = "{auth.issuer}/auth", token_endpoint = "{auth.issuer}/token", client_id = "moat", client_secret = "${{secret:MOAT_CLIENT}}", redirect_uri = "{callback}", scope = "read", resource = "{audience}", confirm_unproven = true }}
 
 [audit]
 path = "audit.jsonl"
@@ -83,6 +83,7 @@ api_keys = {{ {", ".join(f'{name} = "sha256:{hashlib.sha256(key.encode()).hexdig
 [auth.oauth]
 issuer = "{auth.issuer}"
 scopes = ["tools"]
+sign_in = {{ client_id = "moat", client_secret = "${{secret:MOAT_CLIENT}}" }}
 """)
     yield Setup(auth, moat, upstream)
     stop(moat.process)

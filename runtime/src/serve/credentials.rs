@@ -136,8 +136,8 @@ pub(super) fn sources(
     entries
         .iter()
         .map(|(name, entry)| {
-            let source = source(name, entry, expand)
-                .with_context(|| format!("in [credentials.{name}]"))?;
+            let source =
+                source(name, entry, expand).with_context(|| format!("in [credentials.{name}]"))?;
             Ok((name.clone(), source))
         })
         .collect()

@@ -308,7 +308,10 @@ pub(super) fn parse(tables: Tables) -> Result<Service> {
     // A consent link made for an OAuth caller goes on only once the browser signs in as them.
     if let Some(oauth) = &service.oauth
         && oauth.sign_in.is_none()
-        && let Some((name, _)) = service.credentials.iter().find(|(_, s)| s.consent.is_some())
+        && let Some((name, _)) = service
+            .credentials
+            .iter()
+            .find(|(_, s)| s.consent.is_some())
     {
         bail!(
             "[credentials.{name}] asks callers' consent, and OAuth callers prove who opens their \

@@ -490,18 +490,26 @@ mod tests {
             let broker = broker(consenting(confirm_unproven));
             // Signed in with OAuth: a link to moat's start page, where the browser signs in.
             let link = link_of(&broker.for_call(&oauth, None, None)).await;
-            assert!(link.starts_with("https://moat.example/oauth/consent/"), "{link}");
+            assert!(
+                link.starts_with("https://moat.example/oauth/consent/"),
+                "{link}"
+            );
             let ci = broker.for_call(&Principal::api_key("ci"), None, None);
             let local = broker.for_call(&Principal::local(), None, None);
             if confirm_unproven {
                 for caller in [ci, local] {
                     let link = link_of(&caller).await;
-                    assert!(link.starts_with("https://moat.example/oauth/consent/"), "{link}");
+                    assert!(
+                        link.starts_with("https://moat.example/oauth/consent/"),
+                        "{link}"
+                    );
                 }
             } else {
                 let why = refusal(ci.get("tracker").await.unwrap_err());
                 assert!(
-                    why.contains("\"key:ci\" signed in with an API key, which no browser can prove"),
+                    why.contains(
+                        "\"key:ci\" signed in with an API key, which no browser can prove"
+                    ),
                     "{why}"
                 );
                 let why = refusal(local.get("tracker").await.unwrap_err());
@@ -533,7 +541,10 @@ mod tests {
         };
         let listening = broker.for_call(&Principal::stdio("stdio"), None, Some(listens));
         let link = link_of(&listening).await;
-        assert!(link.starts_with("https://tracker.example/authorize?"), "{link}");
+        assert!(
+            link.starts_with("https://tracker.example/authorize?"),
+            "{link}"
+        );
         assert_eq!(
             *asked.lock().unwrap(),
             ["https://moat.example/oauth/callback/tracker"]

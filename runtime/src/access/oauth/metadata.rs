@@ -79,8 +79,7 @@ impl Metadata {
                         &metadata.authorization_endpoint,
                         &metadata.token_endpoint,
                     ];
-                    for uri in uris.into_iter().flatten()
-                    {
+                    for uri in uris.into_iter().flatten() {
                         super::check_issuer_url(uri)
                             .with_context(|| format!("in the metadata at {url}"))?;
                     }

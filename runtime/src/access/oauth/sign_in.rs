@@ -26,11 +26,6 @@ struct Tokens {
 }
 
 impl OAuth {
-    /// Whether browsers can sign in here.
-    pub fn signs_in(&self) -> bool {
-        self.settings.sign_in.is_some()
-    }
-
     /// Where to send a browser to sign in, coming back to `redirect_uri` with `state`.
     pub async fn sign_in_url(
         &self,

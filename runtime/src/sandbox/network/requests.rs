@@ -305,7 +305,8 @@ impl WasiHttpHooks for HttpHooks {
             let added = match network.inject(&target, request.headers_mut(), asking).await {
                 Ok(added) => added,
                 Err(why) => {
-                    denials.record(why.map(|why| format!("network access to {target} denied: {why}")));
+                    denials
+                        .record(why.map(|why| format!("network access to {target} denied: {why}")));
                     return Err(HttpError::HttpRequestDenied);
                 }
             };

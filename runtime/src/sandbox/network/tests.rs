@@ -492,7 +492,10 @@ async fn a_request_without_its_callers_credential_is_not_sent() {
         .inject(&target, &mut headers, asking(Some(&Caller("alice"))))
         .await
         .unwrap_err();
-    assert_eq!(unknown, Denial::from("no credential \"wiki\" for alice".to_string()));
+    assert_eq!(
+        unknown,
+        Denial::from("no credential \"wiki\" for alice".to_string())
+    );
     assert!(headers.is_empty());
 }
 
@@ -509,13 +512,16 @@ async fn a_consent_link_is_shown_to_the_caller_and_recorded_only_as_its_digest()
         .await
         .unwrap_err();
     let link = "https://moat.example/oauth/consent/SECRET";
-    assert!(denial.shown.contains(&format!("open {link} ,")), "{denial:?}");
+    assert!(
+        denial.shown.contains(&format!("open {link} ,")),
+        "{denial:?}"
+    );
     assert!(!denial.recorded.contains("SECRET"), "{denial:?}");
     let digest = crate::upstream::consent::steps::digest(link);
     assert!(
-        denial
-            .recorded
-            .contains(&format!("open the link given to the caller (sha256 {digest})")),
+        denial.recorded.contains(&format!(
+            "open the link given to the caller (sha256 {digest})"
+        )),
         "{denial:?}"
     );
     // What a call records is what logs and the audit get.

@@ -214,9 +214,11 @@ impl Consents {
         if let Some(bound) = &browser
             && answer.browser.map(browser_digest).as_ref() != Some(bound)
         {
-            return Err("this answer reached another browser than the one that began \
+            return Err(
+                "this answer reached another browser than the one that began \
                         connecting, so it connects no one"
-                .into());
+                    .into(),
+            );
         }
         let settings = settings(&source)
             .ok_or_else(|| format!("the credential source \"{source}\" is no longer configured"))?;
@@ -442,7 +444,12 @@ mod tests {
             consents
                 .complete(
                     &http,
-                    answer("tracker", &state, Some("theirs"), Some("https://id.example")),
+                    answer(
+                        "tracker",
+                        &state,
+                        Some("theirs"),
+                        Some("https://id.example"),
+                    ),
                     settings_of,
                 )
                 .await,
@@ -480,7 +487,11 @@ mod tests {
             let (_, state) = state_of(&url(bound("mine")).await.unwrap());
             let why = refused(
                 consents
-                    .complete(&http, answer("tracker", &state, Some("mine"), iss), settings_of)
+                    .complete(
+                        &http,
+                        answer("tracker", &state, Some("mine"), iss),
+                        settings_of,
+                    )
                     .await,
             );
             assert!(why.contains("RFC 9207"), "{why}");

@@ -27,9 +27,7 @@ use super::Live;
 use super::auth::Authentication;
 use crate::mcp::catalogue::Catalogue;
 use crate::upstream::Broker;
-use crate::upstream::consent::steps::{
-    browser_digest, confirmation_token, digest, pkce, random,
-};
+use crate::upstream::consent::steps::{browser_digest, confirmation_token, digest, pkce, random};
 use crate::upstream::consent::{Answer, Proof, Step};
 
 mod loopback;
@@ -54,14 +52,19 @@ impl Pages {
         }
     }
 
-    fn broker(&self) -> Result<std::sync::Arc<Broker>, Response> {
-        self.catalogue.credentials().ok_or_else(|| {
-            page(
-                StatusCode::NOT_FOUND,
-                "Nothing to connect",
-                "This moat asks no consent.",
-            )
-        })
+    fn broker(&self) -> Result<std::sync::Arc<Broker>, Stop> {
+        self.catalogue
+            .credentials()
+            .ok_or_else(|| Stop(StatusCode::NOT_FOUND, "This moat asks no consent.".into()))
+    }
+}
+
+/// Why a browser goes no further: the status, and what its page says.
+struct Stop(StatusCode, String);
+
+impl Stop {
+    fn page(self) -> Response {
+        not_connected(self.0, &self.1)
     }
 }
 
@@ -78,10 +81,14 @@ pub fn routes(catalogue: Catalogue, live: Live) -> Router {
 }
 
 /// `GET /oauth/consent/{link}`.
-async fn open(State(pages): State<Pages>, Path(link): Path<String>, headers: HeaderMap) -> Response {
+async fn open(
+    State(pages): State<Pages>,
+    Path(link): Path<String>,
+    headers: HeaderMap,
+) -> Response {
     let broker = match pages.broker() {
         Ok(broker) => broker,
-        Err(response) => return response,
+        Err(stop) => return stop.page(),
     };
     let Some(Step::Link {
         source,
@@ -131,7 +138,8 @@ async fn sign_in(
     broker: &Broker,
 ) -> Result<String, String> {
     let gate = pages.live.as_ref().map(Live::gate);
-    let Some(Authentication::Required { authenticator, .. }) = gate.as_deref().map(|g| &g.authentication)
+    let Some(Authentication::Required { authenticator, .. }) =
+        gate.as_deref().map(|g| &g.authentication)
     else {
         return Err("this moat no longer signs anyone in with OAuth".into());
     };
@@ -165,7 +173,7 @@ async fn confirm(
 ) -> Response {
     let broker = match pages.broker() {
         Ok(broker) => broker,
-        Err(response) => return response,
+        Err(stop) => return stop.page(),
     };
     // The token is made from the browser's own cookie: a form posted from another site, or
     // by another browser, does not carry it.
@@ -210,19 +218,20 @@ pub struct Back {
 
 impl Back {
     /// The state and code, or the page saying why there are none.
-    fn state_and_code(&self) -> Result<(&str, &str), Response> {
+    fn state_and_code(&self) -> Result<(&str, &str), Stop> {
         if let Some(error) = &self.error {
             let why = self.error_description.as_deref().unwrap_or(error);
-            return Err(not_connected(
+            return Err(Stop(
                 StatusCode::BAD_REQUEST,
-                &format!("The authorization server said: {why}. Call the tool again to retry."),
+                format!("The authorization server said: {why}. Call the tool again to retry."),
             ));
         }
         match (&self.state, &self.code) {
             (Some(state), Some(code)) => Ok((state, code)),
-            _ => Err(not_connected(
+            _ => Err(Stop(
                 StatusCode::BAD_REQUEST,
-                "This address lacks the `state` and `code` an authorization server sends back.",
+                "This address lacks the `state` and `code` an authorization server sends back."
+                    .into(),
             )),
         }
     }
@@ -236,11 +245,11 @@ async fn signed_in(
 ) -> Response {
     let broker = match pages.broker() {
         Ok(broker) => broker,
-        Err(response) => return response,
+        Err(stop) => return stop.page(),
     };
     let (state, code) = match back.state_and_code() {
         Ok(answer) => answer,
-        Err(response) => return response,
+        Err(stop) => return stop.page(),
     };
     let Some(Step::SignIn {
         link,
@@ -317,11 +326,11 @@ pub async fn callback(
 ) -> Response {
     let broker = match pages.broker() {
         Ok(broker) => broker,
-        Err(response) => return response,
+        Err(stop) => return stop.page(),
     };
     let (state, code) = match back.state_and_code() {
         Ok(answer) => answer,
-        Err(response) => return response,
+        Err(stop) => return stop.page(),
     };
     let cookie = browser(&headers);
     let answer = Answer {

@@ -130,7 +130,9 @@ mod tests {
         let (made, set) = bind(&headers).unwrap();
         let set = set.unwrap();
         let set = set.to_str().unwrap();
-        assert!(set.starts_with(&format!("__Host-moat-consent={made}; Path=/; Secure; HttpOnly")));
+        assert!(set.starts_with(&format!(
+            "__Host-moat-consent={made}; Path=/; Secure; HttpOnly"
+        )));
         assert!(set.contains("SameSite=Lax"));
         headers.insert(
             header::COOKIE,
