@@ -4,7 +4,8 @@
 //! Each kind of shared state has a module of its own: [`quotas`] (a principal's rate and call
 //! slots, decided by one script in Redis per request), [`sessions`] (legacy sessions any
 //! replica can restore, bound to the principal that opened them), [`tasks`] (task records any
-//! replica can answer for) and [`events`] (what one replica tells the others). Every key expires
+//! replica can answer for), [`consents`] (callers' consented tokens, their refresh turns and the
+//! steps of consent flows, sealed) and [`events`] (what one replica tells the others). Every key expires
 //! by itself, so a replica that dies leaves nothing behind that outlives its TTL; each replica
 //! also keeps a key saying it is alive, so others can tell when the one running a task died.
 //!
@@ -12,6 +13,7 @@
 //! sessions only where they were opened), says so once in the log and in `moat_cluster_up`, and
 //! probes Redis every second until it answers again; requests in between never wait on it.
 
+pub mod consents;
 pub mod events;
 pub mod quotas;
 pub mod sessions;

@@ -320,7 +320,7 @@ impl Catalogue {
         sources: std::collections::BTreeMap<String, crate::upstream::Source>,
         store: Option<crate::upstream::store::Settings>,
     ) -> anyhow::Result<()> {
-        use crate::upstream::consent::Keeping;
+        use crate::upstream::consent::keeping::{Fallback, File, Keeping, Memory};
         use crate::upstream::store::{Seal, Store};
         let mut current = self.inner.credentials.write().expect("credentials lock");
         let mut kept_store = self.inner.credential_store.lock().expect("store lock");
@@ -333,18 +333,19 @@ impl Catalogue {
             *current = match sources.is_empty() {
                 true => None,
                 false => {
-                    let keeping = match (&store, self.inner.cluster.get()) {
-                        (Some(store), Some(cluster)) => {
-                            Keeping::Shared(crate::upstream::shared::SharedConsents::new(
+                    // Chosen once, here: nothing that uses it knows which it has.
+                    let keeping: Box<dyn Keeping> = match (&store, self.inner.cluster.get()) {
+                        (Some(store), Some(cluster)) => Box::new(Fallback::new(Box::new(
+                            crate::cluster::consents::SharedConsents::new(
                                 cluster.clone(),
                                 Seal::new(&store.key)?,
-                            ))
-                        }
+                            ),
+                        ))),
                         (Some(store), None) => match &store.path {
-                            Some(path) => Keeping::File(Store::new(path, &store.key)?),
-                            None => Keeping::Memory,
+                            Some(path) => Box::new(File::open(Store::new(path, &store.key)?)?),
+                            None => Box::new(Memory::default()),
                         },
-                        (None, _) => Keeping::Memory,
+                        (None, _) => Box::new(Memory::default()),
                     };
                     Some(Arc::new(Broker::new(sources, keeping)?))
                 }

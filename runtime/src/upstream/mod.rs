@@ -29,7 +29,6 @@ use crate::sandbox::network::{CallCredentials, Missing, NetworkGrant};
 
 pub mod consent;
 pub mod exchange;
-pub mod shared;
 pub mod store;
 
 /// How long an exchange may take.
@@ -75,7 +74,10 @@ pub struct Broker {
 
 impl Broker {
     /// Serves `sources`, keeping callers' consented tokens as `keeping` says.
-    pub fn new(sources: BTreeMap<String, Source>, keeping: consent::Keeping) -> Result<Self> {
+    pub fn new(
+        sources: BTreeMap<String, Source>,
+        keeping: Box<dyn consent::keeping::Keeping>,
+    ) -> Result<Self> {
         crate::supply::source::install_tls_provider();
         let http = reqwest::Client::builder()
             .user_agent(concat!("moat/", env!("CARGO_PKG_VERSION")))
@@ -86,7 +88,7 @@ impl Broker {
         Ok(Self {
             sources,
             kept: exchange::Kept::default(),
-            consents: consent::Consents::new(keeping)?,
+            consents: consent::Consents::new(keeping),
             http,
         })
     }
@@ -208,11 +210,14 @@ impl Broker {
                          \"{principal}\" a secret in its `principals`, or a loopback redirect_uri"
                     ))
                 })?;
-                if let Some(token) = self
+                let held = self
                     .consents
                     .token(&self.http, name, principal, settings)
                     .await
-                {
+                    .map_err(|why| {
+                        Missing::Refused(format!("no credential from \"{name}\": {why}"))
+                    })?;
+                if let Some(token) = held {
                     return Ok(token);
                 }
                 let proof = proof(name, principal, via, settings).map_err(Missing::Refused)?;
@@ -259,7 +264,7 @@ impl Broker {
             if let Some(token) = self
                 .consents
                 .token(&self.http, name, principal, settings)
-                .await
+                .await?
             {
                 return Ok(token);
             }
@@ -327,20 +332,31 @@ pub struct Caller {
     via: Via,
     callback: Callback,
     token: Option<AccessToken>,
-    used: Mutex<Vec<String>>,
+    /// Each source the call's requests used, with the credential last sent from it.
+    used: Mutex<Vec<(String, String)>>,
 }
 
 impl Caller {
-    fn record(&self, source: &str) {
+    fn record(&self, source: &str, credential: &str) {
         let mut used = self.used.lock().unwrap_or_else(|e| e.into_inner());
-        if !used.iter().any(|u| u == source) {
-            used.push(source.to_string());
+        match used.iter_mut().find(|(u, _)| u == source) {
+            Some((_, last)) => *last = credential.to_string(),
+            None => used.push((source.to_string(), credential.to_string())),
         }
+    }
+
+    /// The credential last sent from `source`.
+    fn sent(&self, source: &str) -> Option<String> {
+        let used = self.used.lock().unwrap_or_else(|e| e.into_inner());
+        used.iter()
+            .find(|(u, _)| u == source)
+            .map(|(_, c)| c.clone())
     }
 
     /// The sources whose credentials the call's requests carried, each once.
     pub fn used(&self) -> Vec<String> {
-        self.used.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        let used = self.used.lock().unwrap_or_else(|e| e.into_inner());
+        used.iter().map(|(source, _)| source.clone()).collect()
     }
 }
 
@@ -351,7 +367,7 @@ impl CallCredentials for Caller {
     ) -> Pin<Box<dyn Future<Output = Result<String, String>> + Send + 'a>> {
         Box::pin(async move {
             let credential = self.broker.consented(source, &self.principal).await?;
-            self.record(source);
+            self.record(source, &credential);
             Ok(credential)
         })
     }
@@ -370,18 +386,22 @@ impl CallCredentials for Caller {
                     &self.callback,
                 )
                 .await?;
-            self.record(source);
+            self.record(source, &credential);
             Ok(credential)
         })
     }
 
     fn refused<'a>(&'a self, source: &'a str) -> Pin<Box<dyn Future<Output = ()> + Send + 'a>> {
         Box::pin(async move {
-            // A token the upstream no longer takes (revoked, its rights changed): the next
-            // request exchanges anew, or asks the caller again. A fixed secret stays what the
-            // operator configured.
+            // A token the upstream no longer takes (revoked, expired early, its rights
+            // changed): the next request exchanges anew, or refreshes a consented one before
+            // asking the caller again. A fixed secret stays what the operator configured.
             self.broker.kept.forget(source, &self.principal);
-            self.broker.consents.forget(source, &self.principal).await;
+            if let Some(sent) = self.sent(source) {
+                (self.broker.consents)
+                    .refused(source, &self.principal, &sent)
+                    .await;
+            }
             tracing::info!(
                 source,
                 principal = self.principal,
@@ -423,7 +443,8 @@ mod tests {
 
     fn broker(source: Source) -> Arc<Broker> {
         let sources = BTreeMap::from([("tracker".to_string(), source)]);
-        Arc::new(Broker::new(sources, consent::Keeping::Memory).unwrap())
+        let keeping = Box::new(consent::keeping::Memory::default());
+        Arc::new(Broker::new(sources, keeping).unwrap())
     }
 
     #[tokio::test]

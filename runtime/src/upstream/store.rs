@@ -179,8 +179,40 @@ impl Store {
         Ok(serde_json::from_slice(&self.seal.open(sealed, AAD)?)?)
     }
 
+    /// Changes the entries with `change`, read again and written back under the file's lock
+    /// (`flock` on `PATH.lock`, which every moat and `moat credentials` take), so that two
+    /// writers never lose each other's change. Gives back what `change` said and the entries.
+    pub fn update<T>(&self, change: impl FnOnce(&mut Vec<Entry>) -> T) -> Result<(T, Vec<Entry>)> {
+        let _lock = self.lock()?;
+        let mut entries = self.load()?;
+        let before = entries.clone();
+        let outcome = change(&mut entries);
+        if entries != before {
+            self.save(&entries)?;
+        }
+        Ok((outcome, entries))
+    }
+
+    /// The file's lock, held until the returned file is dropped.
+    fn lock(&self) -> Result<fs::File> {
+        let path = self.path.with_extension("lock");
+        let file = fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .open(&path)
+            .with_context(|| format!("opening {}", path.display()))?;
+        // SAFETY: flock on a descriptor this function owns; it is released when the file closes.
+        if unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&file), libc::LOCK_EX) } != 0 {
+            return Err(std::io::Error::last_os_error())
+                .with_context(|| format!("locking {}", path.display()));
+        }
+        Ok(file)
+    }
+
     /// Replaces the file with `entries`: written beside it, owner-only, then renamed over it.
-    pub fn save(&self, entries: &[Entry]) -> Result<()> {
+    fn save(&self, entries: &[Entry]) -> Result<()> {
         let sealed = self.seal.seal(&serde_json::to_vec(entries)?, AAD)?;
         let temporary = self.path.with_extension("tmp");
         let _ = fs::remove_file(&temporary);
@@ -237,7 +269,9 @@ mod tests {
         let path = dir.join("credentials.sealed");
         let store = Store::new(&path, SECRET).unwrap();
         assert_eq!(store.load().unwrap(), []);
-        store.save(&[entry("alice"), entry("bob")]).unwrap();
+        store
+            .update(|entries| entries.extend([entry("alice"), entry("bob")]))
+            .unwrap();
         assert!(!store.changed());
         let bytes = fs::read(&path).unwrap();
         assert!(!String::from_utf8_lossy(&bytes).contains("access-of-alice"));
@@ -248,7 +282,9 @@ mod tests {
         // Another process (the same key) reads it; this one sees the change.
         let other = Store::new(&path, SECRET).unwrap();
         assert_eq!(other.load().unwrap(), [entry("alice"), entry("bob")]);
-        other.save(&[entry("bob")]).unwrap();
+        other
+            .update(|entries| entries.retain(|e| e.principal == "bob"))
+            .unwrap();
         assert!(store.changed());
         assert_eq!(store.load().unwrap(), [entry("bob")]);
         // Another key, or a changed byte: refused, not misread.

@@ -10,7 +10,7 @@ use serde::Deserialize;
 
 use super::{OAuth, TokenError};
 use crate::access::Principal;
-use crate::access::oauth::body::read_capped;
+use crate::access::oauth::body::post_form;
 
 /// `[auth.oauth] sign_in`: moat's client at its authorization server.
 #[derive(Clone, Debug)]
@@ -78,26 +78,18 @@ impl OAuth {
             .token_endpoint
             .clone()
             .ok_or("the issuer's metadata names no token_endpoint")?;
-        let mut form = vec![
+        let form = [
             ("grant_type", "authorization_code"),
             ("code", code),
             ("redirect_uri", redirect_uri),
             ("code_verifier", verifier),
             ("resource", &self.settings.audience),
         ];
-        let mut request = self.http.post(&endpoint);
-        match &client.client_secret {
-            Some(secret) => request = request.basic_auth(&client.client_id, Some(secret)),
-            None => form.push(("client_id", &client.client_id)),
-        }
         let failed = |e: String| format!("signing in at {endpoint} failed: {e}");
-        let response = request
-            .form(&form)
-            .send()
+        let id = (&*client.client_id, client.client_secret.as_deref());
+        let (status, body) = post_form(&self.http, &endpoint, id, &form)
             .await
-            .map_err(|e| failed(e.to_string()))?;
-        let status = response.status();
-        let body = read_capped(response).await.map_err(failed)?;
+            .map_err(failed)?;
         if !status.is_success() {
             return Err(failed(format!("HTTP {status}")));
         }

@@ -16,14 +16,12 @@
 //! connects no one (RFC 6749 §10.12, RFC 9700 §4.7). Each step is kept under 128 random bits,
 //! for ten minutes, and taken once; the PKCE verifiers never leave moat.
 
-use std::time::Instant;
-
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::{Consents, Keeping, LINK_LIFETIME, MAX_PENDING, Pending, Settings, token_request};
+use super::{Consents, LINK_LIFETIME, Settings, endpoint};
 
 /// How the person at the browser is known to be the principal a link was made for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -230,7 +228,7 @@ impl Consents {
                  (RFC 9207), so it connects no one"
             ));
         }
-        let tokens = token_request(
+        let tokens = endpoint::request(
             http,
             &settings,
             &[
@@ -245,73 +243,36 @@ impl Consents {
         Ok((source, principal))
     }
 
-    /// Keeps `step` under `key`, in Redis when there is one (so that any replica serves the
-    /// browser's next request), else here.
+    /// Keeps `step` under `key` for the link's lifetime, where any replica the browser comes
+    /// back to finds it.
     pub async fn put(&self, key: &str, step: &Step) -> Result<(), String> {
-        if let Keeping::Shared(shared) = &self.keeping {
-            match shared.put_link(key, step, LINK_LIFETIME).await {
-                Ok(()) => return Ok(()),
-                Err(_) => tracing::warn!(
-                    "Redis is unreachable: a consent step is kept on this replica only, and \
-                     goes on only if the caller's browser comes back here"
-                ),
-            }
-        }
-        let serialized = serde_json::to_vec(step).map_err(|e| format!("a consent step: {e}"))?;
-        let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
-        if pending.len() >= MAX_PENDING {
-            let now = Instant::now();
-            pending.retain(|_, p| now < p.until);
-            if pending.len() >= MAX_PENDING
-                && let Some(oldest) = pending
-                    .iter()
-                    .min_by_key(|(_, p)| p.until)
-                    .map(|(k, _)| k.clone())
-            {
-                pending.remove(&oldest);
-            }
-        }
-        pending.insert(
-            key.to_string(),
-            Pending {
-                step: serialized,
-                until: Instant::now() + LINK_LIFETIME,
-            },
-        );
-        Ok(())
+        let bytes = serde_json::to_vec(step).map_err(|e| format!("a consent step: {e}"))?;
+        self.keeping
+            .put_step(key, &bytes, LINK_LIFETIME)
+            .await
+            .map_err(|e| e.to_string())
     }
 
     /// The step kept under `key`, taken: a second use, a key moat never made and one past its
     /// time are all `None`.
     pub async fn take(&self, key: &str) -> Option<Step> {
-        let here = {
-            let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
-            pending.remove(key)
-        };
-        if let Some(pending) = here {
-            return (Instant::now() < pending.until)
-                .then(|| serde_json::from_slice(&pending.step).ok())
-                .flatten();
-        }
-        match &self.keeping {
-            Keeping::Shared(shared) => shared.take_link(key).await.ok().flatten(),
-            _ => None,
-        }
+        let bytes = self.keeping.take_step(key).await;
+        Self::read_step(bytes)
     }
 
     /// The step kept under `key`, left in place.
     pub async fn peek(&self, key: &str) -> Option<Step> {
-        {
-            let pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
-            if let Some(pending) = pending.get(key) {
-                return (Instant::now() < pending.until)
-                    .then(|| serde_json::from_slice(&pending.step).ok())
-                    .flatten();
+        let bytes = self.keeping.peek_step(key).await;
+        Self::read_step(bytes)
+    }
+
+    fn read_step(bytes: Result<Option<Vec<u8>>, super::KeepError>) -> Option<Step> {
+        match bytes {
+            Ok(bytes) => serde_json::from_slice(&bytes?).ok(),
+            Err(error) => {
+                tracing::warn!("a consent step could not be read: {error}");
+                None
             }
-        }
-        match &self.keeping {
-            Keeping::Shared(shared) => shared.peek_link(key).await.ok().flatten(),
-            _ => None,
         }
     }
 }
@@ -389,25 +350,6 @@ mod tests {
         // Once only; and a state moat never made is nothing.
         assert!(consents.take(&state).await.is_none());
         assert!(consents.take("made-up").await.is_none());
-    }
-
-    #[tokio::test]
-    async fn a_step_past_its_time_is_refused() {
-        let consents = Consents::default();
-        let url = consents
-            .upstream("tracker", "alice", None, &settings())
-            .await
-            .unwrap();
-        let (_, state) = state_of(&url);
-        consents
-            .pending
-            .lock()
-            .unwrap()
-            .get_mut(&state)
-            .unwrap()
-            .until = Instant::now();
-        assert!(consents.peek(&state).await.is_none());
-        assert!(consents.take(&state).await.is_none());
     }
 
     /// An answer for `state` at `source`'s callback from `browser`, naming `iss`.
