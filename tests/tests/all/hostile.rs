@@ -26,8 +26,9 @@
 //! plus the case's `symlinks`. In arguments, symlink targets and network grants, `{root}` is that
 //! folder's canonical path, `{port}` the port of a TCP listener on 127.0.0.1 and `{port6}` one on
 //! [::1] (both must never be reached), and `{http_port}` the port of an HTTP server on 127.0.0.1
-//! that answers "hello from the runner", redirects to `X` at `/redirect?to=X`, and sends back
-//! the request's headers at `/echo-headers`.
+//! that answers "hello from the runner", redirects to `X` at `/redirect?to=X`, sends back
+//! the request's headers at `/echo-headers`, and its `Authorization` encoded or cut as asked at
+//! `/echo-encoded` (always encoded at `/echo-encoded-always`).
 
 use std::collections::BTreeMap;
 use std::net::TcpListener;
@@ -935,6 +936,7 @@ async fn run_suite(tiers: Option<&Tiers>) -> Vec<String> {
             None if seen.uri == "/echo-headers" => {
                 crate::loopback::respond(200, "text/plain", echo_headers(seen))
             }
+            None if seen.uri.starts_with("/echo-encoded") => echo_encoded(seen),
             None => crate::loopback::respond(200, "text/plain", "hello from the runner"),
         })
         .await;
@@ -992,6 +994,41 @@ async fn run_suite(tiers: Option<&Tiers>) -> Vec<String> {
 }
 
 /// The request's headers, one `name: value` a line.
+/// The request's `Authorization`, as a careless server's error page might quote it: encoded
+/// (`x-reversed`) when the request accepts that, or always at `/echo-encoded-always`, and cut to
+/// the `Range` the request names (`bytes=N-` only).
+fn echo_encoded(seen: &crate::loopback::Seen) -> axum::response::Response {
+    let header = |name: &str| {
+        seen.headers
+            .get(name)
+            .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+    };
+    let mut body = header("authorization").unwrap_or_default().into_bytes();
+    let accepted = header("accept-encoding").is_some_and(|a| a.contains("x-reversed"));
+    let encoded = accepted || seen.uri == "/echo-encoded-always";
+    if encoded {
+        body.reverse();
+    }
+    let mut response = axum::http::Response::builder().header("content-type", "text/plain");
+    if encoded {
+        response = response.header("content-encoding", "x-reversed");
+    }
+    let from = header("range")
+        .and_then(|r| {
+            r.strip_prefix("bytes=")?
+                .strip_suffix('-')?
+                .parse::<usize>()
+                .ok()
+        })
+        .filter(|from| *from < body.len());
+    if let Some(from) = from {
+        let range = format!("bytes {from}-{}/{}", body.len() - 1, body.len());
+        body.drain(..from);
+        response = response.status(206).header("content-range", range);
+    }
+    response.body(axum::body::Body::from(body)).unwrap()
+}
+
 fn echo_headers(seen: &crate::loopback::Seen) -> String {
     seen.headers
         .iter()

@@ -4,9 +4,12 @@
 //! echoes its request (a debugging endpoint, an error page quoting the `Authorization` header)
 //! would hand it back. So every credential a request carried is replaced by `[redacted]` in the
 //! answer's headers, body and trailers before the guest reads a byte of them, across chunk
-//! boundaries. What redaction cannot undo is an upstream that encodes the credential before
-//! echoing it: credentials go only to the hosts an operator named for them, which are trusted
-//! not to.
+//! boundaries. Redaction sees raw bytes, so a request carrying a credential asks for its answer
+//! whole and unencoded (`Accept-Encoding: identity`, no `Range`): a guest cannot have the echo
+//! compressed, or cut into pieces none of which holds the whole credential, and an answer that
+//! comes encoded or partial anyway is refused. What redaction cannot undo is an upstream that
+//! transforms the credential itself before echoing it: credentials go only to the hosts an
+//! operator named for them, which are trusted not to.
 
 use http::HeaderValue;
 use http_body_util::BodyExt;
@@ -48,18 +51,49 @@ impl std::fmt::Debug for Secret {
     }
 }
 
-/// `response` with every one of `secrets` replaced in its headers, body and trailers.
+/// Asks for the answer to a request that carries a credential whole and unencoded, whatever
+/// the guest asked: redaction could not see through an encoding or across ranges.
+pub(super) fn request(headers: &mut http::HeaderMap) {
+    headers.insert(
+        http::header::ACCEPT_ENCODING,
+        HeaderValue::from_static("identity"),
+    );
+    headers.remove(http::header::RANGE);
+    headers.remove(http::header::IF_RANGE);
+}
+
+/// `response` with every one of `secrets` replaced in its headers, body and trailers; refused
+/// when its body is encoded or partial, where a credential's bytes need not appear as such.
 pub(super) fn response(
     response: http::Response<WasiBody>,
     secrets: Vec<Secret>,
-) -> http::Response<WasiBody> {
+) -> Result<http::Response<WasiBody>, String> {
     if secrets.is_empty() {
-        return response;
+        return Ok(response);
+    }
+    let encoded = response
+        .headers()
+        .get_all(http::header::CONTENT_ENCODING)
+        .iter()
+        .any(|value| !value.as_bytes().eq_ignore_ascii_case(b"identity"));
+    if encoded {
+        return Err(
+            "its answer to a request carrying a credential came encoded (Content-Encoding), \
+             where the credential could not be taken out of it"
+                .into(),
+        );
+    }
+    if response.status() == http::StatusCode::PARTIAL_CONTENT {
+        return Err(
+            "its answer to a request carrying a credential came in part (206), where the \
+             credential could not be taken out of it"
+                .into(),
+        );
     }
     let (mut parts, body) = response.into_parts();
     let redactor = Redactor::new(secrets);
     redactor.headers(&mut parts.headers);
-    http::Response::from_parts(parts, redactor.body(body))
+    Ok(http::Response::from_parts(parts, redactor.body(body)))
 }
 
 /// Replaces credentials in a stream of bytes, holding back the few bytes at the end of each

@@ -310,6 +310,9 @@ impl WasiHttpHooks for HttpHooks {
                     return Err(HttpError::HttpRequestDenied);
                 }
             };
+            if !added.secrets.is_empty() {
+                redact::request(request.headers_mut());
+            }
             let uri = request.uri().clone();
             let (response, io) = send(request, &addrs, &uri, options).await?;
             if response.status() == http::StatusCode::UNAUTHORIZED
@@ -319,7 +322,13 @@ impl WasiHttpHooks for HttpHooks {
                     credentials.refused(source).await;
                 }
             }
-            Ok((redact::response(response, added.secrets), io))
+            match redact::response(response, added.secrets) {
+                Ok(response) => Ok((response, io)),
+                Err(why) => {
+                    denials.record(format!("network access to {target} denied: {why}"));
+                    Err(HttpError::HttpRequestDenied)
+                }
+            }
         })
     }
 }

@@ -50,6 +50,14 @@ impl Guest for Hostile {
         Ok(show(&response))
     }
 
+    fn http_get_decoded(url: String, header: String, value: String) -> Result<String, String> {
+        let mut response = moat_guest::http::get(&url, &[(&header, &value)], 1 << 20)?;
+        if response.header("content-encoding") == Some("x-reversed") {
+            response.body.reverse();
+        }
+        Ok(show(&response))
+    }
+
     fn http_request(method: String, url: String) -> Result<String, String> {
         use moat_guest::http::Method;
         let method = match method.to_ascii_uppercase().as_str() {
