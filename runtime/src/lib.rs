@@ -11,7 +11,10 @@
 //!   exchange, per-principal secrets;
 //! - [`access`]: who is calling and what they may do: credentials, OAuth access tokens, tool
 //!   sets per caller, quotas;
-//! - [`cluster`]: the state replicas share through Redis, when they do: quotas, sessions;
+//! - [`cluster`]: the state replicas share through Redis, when they do: quotas, sessions,
+//!   consents;
+//! - [`shared`]: one interface per kind of state more than one process may share, with its
+//!   backends in this process or a file (Redis's are in `cluster`);
 //! - [`plugin`]: a loaded plugin, its tools and the call of one; the set of plugins served;
 //! - [`supply`]: where a plugin comes from and whether it may load: sources, digests, the lock,
 //!   signatures, the policy, manifests, the compiled-code cache;
@@ -29,6 +32,7 @@ pub mod parallel;
 pub mod plugin;
 pub mod sandbox;
 pub mod serve;
+pub mod shared;
 pub mod supply;
 pub mod upstream;
 pub mod wit;

@@ -10,8 +10,7 @@ use anyhow::{Result, bail};
 use moat::cluster::Cluster;
 use moat::cluster::consents::SharedConsents;
 use moat::serve::config;
-use moat::upstream::consent::keeping::{File, Keeping};
-use moat::upstream::store::{Seal, Store};
+use moat::shared::consents::{File, Keeping, Seal, Store};
 
 /// Where `config` keeps callers' tokens, by the same keeping the moat serving it uses, and its
 /// name for the operator.

@@ -17,8 +17,7 @@ use redis::aio::ConnectionLike;
 
 use super::Cluster;
 use super::events::Event;
-use crate::upstream::consent::keeping::{KeepError, Keeping};
-use crate::upstream::store::{Entry, Seal};
+use crate::shared::consents::{Entry, KeepError, Keeping, Seal};
 
 /// The prefix of every consented token's key, for `moat credentials` to find them all.
 const TOKENS: &str = "moat:consent-token";
@@ -331,7 +330,7 @@ mod tests {
         let cluster = Cluster::connect(&settings).unwrap();
         let seal = || Seal::new(&"k".repeat(32)).unwrap();
         let shared = SharedConsents::new(cluster.clone(), seal());
-        crate::upstream::consent::keeping::promises::check(&shared).await;
+        crate::shared::consents::promises::check(&shared).await;
         // Nothing in clear: the token is sealed for its key, and moved to another principal's
         // key it does not open.
         let entry = Entry {

@@ -91,7 +91,7 @@ struct Inner {
     /// replaces it when the sources changed.
     credentials: std::sync::RwLock<Option<Arc<Broker>>>,
     /// The credential store `credentials` was made with.
-    credential_store: Mutex<Option<crate::upstream::store::Settings>>,
+    credential_store: Mutex<Option<crate::shared::consents::Settings>>,
     /// The listeners a stdio moat takes consent callbacks on.
     loopback: crate::mcp::http::consent::Loopback,
 }
@@ -318,10 +318,9 @@ impl Catalogue {
     pub fn set_credential_sources(
         &self,
         sources: std::collections::BTreeMap<String, crate::upstream::Source>,
-        store: Option<crate::upstream::store::Settings>,
+        store: Option<crate::shared::consents::Settings>,
     ) -> anyhow::Result<()> {
-        use crate::upstream::consent::keeping::{Fallback, File, Keeping, Memory};
-        use crate::upstream::store::{Seal, Store};
+        use crate::shared::consents::{Fallback, File, Keeping, Memory, Seal, Store};
         let mut current = self.inner.credentials.write().expect("credentials lock");
         let mut kept_store = self.inner.credential_store.lock().expect("store lock");
         let unchanged = *kept_store == store

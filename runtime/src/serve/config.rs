@@ -513,6 +513,14 @@ pub fn parse(
     let file: ConfigFile = toml::from_str(text)?;
     let lookup = Lookup::new(env, secrets, file.secrets.as_deref(), base)?;
     let sources = super::credentials::sources(&file.credentials, &|text| lookup.expand(text))?;
+    // Files no plugin's grant may contain: each holds what the host keeps from every guest.
+    let mut protected: Vec<(PathBuf, &str)> = Vec::new();
+    if let Some((secrets, _)) = &lookup.secrets {
+        protected.push((secrets.clone(), "the secrets file"));
+    }
+    if let Some(store) = file.credential_store.as_ref().and_then(|s| s.path()) {
+        protected.push((base.join(store), "the credential store"));
+    }
     file.plugins
         .into_iter()
         .map(|(name, entry)| {
@@ -548,8 +556,8 @@ pub fn parse(
             if limits.max_concurrent_calls == 0 {
                 bail!("plugin \"{name}\": max_concurrent_calls must be at least 1");
             }
-            if let Some((secrets, _)) = &lookup.secrets {
-                refuse_exposed_secrets(&name, &grants, secrets)?;
+            for (path, what) in &protected {
+                refuse_exposed(&name, &grants, path, what)?;
             }
             let source =
                 plugin_source(&entry, base).with_context(|| format!("plugin \"{name}\""))?;
@@ -587,18 +595,24 @@ fn check_limits(entry: &PluginEntry) -> Result<()> {
     }
 }
 
-/// Refuses a directory grant, read-only or not, that contains the secrets file: its values are
-/// every plugin's credentials, injected by the host so that no guest sees them.
-fn refuse_exposed_secrets(plugin: &str, grants: &Grants, secrets: &Path) -> Result<()> {
-    let Ok(secrets) = secrets.canonicalize() else {
+/// Refuses a directory grant, read-only or not, that contains `path`, `what` (the secrets file,
+/// every plugin's secrets; the credential store, every caller's consented tokens): the host
+/// keeps them from every guest. A file not made yet is found by its folder.
+fn refuse_exposed(plugin: &str, grants: &Grants, path: &Path, what: &str) -> Result<()> {
+    let canonical = path.canonicalize().or_else(|_| {
+        let parent = path.parent().unwrap_or(Path::new("."));
+        let name = path.file_name().unwrap_or_default();
+        parent.canonicalize().map(|p| p.join(name))
+    });
+    let Ok(path) = canonical else {
         return Ok(());
     };
-    match grants.files.iter().find(|g| secrets.starts_with(&g.host)) {
+    match grants.files.iter().find(|g| path.starts_with(&g.host)) {
         Some(grant) => bail!(
-            "plugin \"{plugin}\": its grant of {} contains the secrets file {}, which holds \
-             every plugin's secrets; keep the secrets file outside the folders plugins are granted",
+            "plugin \"{plugin}\": its grant of {} contains {what} {}, which the host keeps \
+             from every plugin; keep {what} outside the folders plugins are granted",
             grant.host.display(),
-            secrets.display()
+            path.display()
         ),
         None => Ok(()),
     }
@@ -977,6 +991,21 @@ mod tests {
             format!("{error:#}").contains("contains the secrets file"),
             "{error:#}"
         );
+        // The credential store too, made or not yet: every caller's consented tokens.
+        let store = "credential_store = { path = \"state/credentials.sealed\", key = \"k\" }\n";
+        std::fs::create_dir_all(dir.join("state")).unwrap();
+        for folder in ["state", "."] {
+            let text = format!(
+                "{store}{}",
+                config(folder).replace("secrets = \"keys/secrets.toml\"\n", "")
+            );
+            let error = format!("{:#}", parse(&text, &dir, &env, None).unwrap_err());
+            assert!(
+                error.contains("contains the credential store")
+                    && error.contains("credentials.sealed"),
+                "{error}"
+            );
+        }
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -20,7 +20,8 @@ use serde::Deserialize;
 
 use crate::access::oauth::check_issuer_url;
 use crate::sandbox::network::{Injection, NetworkGrant};
-use crate::upstream::{Secret, Source, consent, exchange, store};
+use crate::shared::consents;
+use crate::upstream::{Secret, Source, consent, exchange};
 
 /// `credential_store`: where callers' consented tokens are kept across restarts.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -33,6 +34,13 @@ pub(super) struct StoreEntry {
     key: String,
 }
 
+impl StoreEntry {
+    /// The file, as written (relative to moat.toml).
+    pub(super) fn path(&self) -> Option<&std::path::Path> {
+        self.path.as_deref()
+    }
+}
+
 /// The store `entry` names: its path (resolved against `base`) and its secret; `clustered`
 /// when `[cluster]` keeps the tokens in Redis instead of a file.
 pub(super) fn store(
@@ -40,10 +48,10 @@ pub(super) fn store(
     base: &std::path::Path,
     expand: &dyn Fn(&str) -> Result<String>,
     clustered: bool,
-) -> Result<store::Settings> {
+) -> Result<consents::Settings> {
     let key = expand(&entry.key).context("credential_store key")?;
     // Checked now, so that a short key is a config error, not a failure at the first consent.
-    store::Seal::new(&key)?;
+    consents::Seal::new(&key)?;
     let path = entry.path.as_ref().map(|p| base.join(p));
     match (&path, clustered) {
         (Some(_), true) => bail!(
@@ -54,7 +62,7 @@ pub(super) fn store(
             "credential_store names no `path`: give the file that keeps callers' tokens (or \
              [cluster], whose Redis keeps them)"
         ),
-        _ => Ok(store::Settings { path, key }),
+        _ => Ok(consents::Settings { path, key }),
     }
 }
 

@@ -250,7 +250,7 @@ pub struct Service {
     /// The sources of callers' own credentials for upstreams (`[credentials]`).
     pub credentials: BTreeMap<String, crate::upstream::Source>,
     /// Where callers' consented tokens are kept: the file (or Redis) and the secret of its key.
-    pub credential_store: Option<crate::upstream::store::Settings>,
+    pub credential_store: Option<crate::shared::consents::Settings>,
 }
 
 impl Service {

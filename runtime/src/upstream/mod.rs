@@ -29,7 +29,6 @@ use crate::sandbox::network::{CallCredentials, Missing, NetworkGrant};
 
 pub mod consent;
 pub mod exchange;
-pub mod store;
 
 /// How long an exchange may take.
 const EXCHANGE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -76,7 +75,7 @@ impl Broker {
     /// Serves `sources`, keeping callers' consented tokens as `keeping` says.
     pub fn new(
         sources: BTreeMap<String, Source>,
-        keeping: Box<dyn consent::keeping::Keeping>,
+        keeping: Box<dyn crate::shared::consents::Keeping>,
     ) -> Result<Self> {
         crate::supply::source::install_tls_provider();
         let http = reqwest::Client::builder()
@@ -443,7 +442,7 @@ mod tests {
 
     fn broker(source: Source) -> Arc<Broker> {
         let sources = BTreeMap::from([("tracker".to_string(), source)]);
-        let keeping = Box::new(consent::keeping::Memory::default());
+        let keeping = Box::new(crate::shared::consents::Memory::default());
         Arc::new(Broker::new(sources, keeping).unwrap())
     }
 

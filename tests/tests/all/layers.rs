@@ -5,8 +5,8 @@ use std::path::{Path, PathBuf};
 
 /// The layers from the bottom up; `memory` and `parallel` are leaves every layer may use.
 const LAYERS: &[&str] = &[
-    "memory", "parallel", "wit", "sandbox", "supply", "plugin", "cluster", "access", "upstream",
-    "mcp", "serve",
+    "memory", "parallel", "wit", "sandbox", "supply", "plugin", "shared", "cluster", "access",
+    "upstream", "mcp", "serve",
 ];
 
 fn runtime_src() -> PathBuf {

@@ -118,7 +118,8 @@ pub fn metadata(gate: &Gate, path: &str) -> Response {
         .into_response()
 }
 
-fn remote(request: &Request, trusted: &[IpAddr]) -> Option<IpAddr> {
+/// The address a request came from: its peer's, or the one a trusted proxy says it forwards.
+pub(super) fn remote(request: &Request, trusted: &[IpAddr]) -> Option<IpAddr> {
     let peer = request
         .extensions()
         .get::<ConnectInfo<SocketAddr>>()

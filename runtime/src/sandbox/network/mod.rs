@@ -27,7 +27,7 @@ use crate::sandbox::guest_log::{GuestLog, Severity};
 
 mod address;
 mod grant;
-mod redact;
+pub mod redact;
 mod requests;
 mod resolve;
 

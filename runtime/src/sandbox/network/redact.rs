@@ -16,6 +16,14 @@ use http_body_util::BodyExt;
 use hyper::body::{Bytes, Frame};
 use wasmtime_wasi_http::WasiBody;
 
+/// A short digest of a secret (a consent link, a state), for logs and the audit: names it
+/// without giving what would finish it.
+pub fn digest(secret: &str) -> String {
+    use sha2::Digest as _;
+    let hash = sha2::Sha256::digest(secret.as_bytes());
+    hash[..6].iter().map(|b| format!("{b:02x}")).collect()
+}
+
 /// What a credential becomes in an answer.
 const REDACTED: &[u8] = b"[redacted]";
 

@@ -187,7 +187,7 @@ async fn consent(
             shown: text(&url),
             recorded: text(&format!(
                 "the link given to the caller (sha256 {})",
-                crate::upstream::consent::steps::digest(&url)
+                redact::digest(&url)
             )),
         }
     };

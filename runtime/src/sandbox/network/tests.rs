@@ -517,7 +517,7 @@ async fn a_consent_link_is_shown_to_the_caller_and_recorded_only_as_its_digest()
         "{denial:?}"
     );
     assert!(!denial.recorded.contains("SECRET"), "{denial:?}");
-    let digest = crate::upstream::consent::steps::digest(link);
+    let digest = redact::digest(link);
     assert!(
         denial.recorded.contains(&format!(
             "open the link given to the caller (sha256 {digest})"

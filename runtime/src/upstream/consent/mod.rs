@@ -1,7 +1,7 @@
 //! The caller's consent at a third party: an OAuth 2.1 authorization-code flow with PKCE,
 //! started by a URL the caller's client opens (URL elicitation) and ended at moat's callback
 //! for that source ([`steps`] says how a link connects only the person it was made for).
-//! The tokens it yields are kept per source and principal ([`keeping`] says where), and
+//! The tokens it yields are kept per source and principal (`shared::consents` says where), and
 //! refreshed with the refresh token when they expire: by one call at a time, whichever replica
 //! it runs on, since a server that rotates refresh tokens takes each once and may revoke the
 //! whole grant when a used one comes back (RFC 9700 §4.14.2).
@@ -9,12 +9,10 @@
 use std::time::{Duration, Instant};
 
 use self::endpoint::{Failure, Tokened};
-use self::keeping::{KeepError, Keeping};
 pub use self::steps::{Answer, Link, Proof, Step};
-use super::store::Entry;
+use crate::shared::consents::{Entry, KeepError, Keeping, Memory};
 
 mod endpoint;
-pub mod keeping;
 pub mod steps;
 #[cfg(test)]
 mod tests;
@@ -86,7 +84,7 @@ pub struct Consents {
 
 impl Default for Consents {
     fn default() -> Self {
-        Self::new(Box::new(keeping::Memory::default()))
+        Self::new(Box::new(Memory::default()))
     }
 }
 

@@ -96,11 +96,7 @@ pub fn confirmation_token(cookie: &str, link: &str) -> String {
     URL_SAFE_NO_PAD.encode(hash.finalize())
 }
 
-/// A short digest of a link or state, for logs: names it without being able to finish it.
-pub fn digest(secret: &str) -> String {
-    let hash = Sha256::digest(secret.as_bytes());
-    hash[..6].iter().map(|b| format!("{b:02x}")).collect()
-}
+pub use crate::sandbox::network::redact::digest;
 
 /// `N` random bytes, base64url.
 pub fn random<const N: usize>() -> Result<String, String> {

@@ -5,9 +5,9 @@ use std::collections::HashSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use super::keeping::{Fallback, File, Keeping, Memory};
 use super::*;
-use crate::upstream::store::Store;
+use crate::shared::consents::Store;
+use crate::shared::consents::{Fallback, File, Keeping, Memory, promises};
 
 fn settings(token_endpoint: &str) -> Settings {
     Settings {
@@ -273,7 +273,7 @@ fn down() -> KeepError {
 
 #[tokio::test]
 async fn the_fallback_keeps_every_promise_while_the_shared_store_is_down() {
-    keeping::promises::check(&Fallback::new(Box::new(Unreachable))).await;
+    promises::check(&Fallback::new(Box::new(Unreachable))).await;
     let memory = Memory::default();
-    keeping::promises::check(&memory).await;
+    promises::check(&memory).await;
 }

@@ -32,15 +32,18 @@ use crate::upstream::consent::{Answer, Proof, Step};
 
 mod loopback;
 mod page;
+mod rate;
 
 const USED: &str = "This link was used already, has expired, or was not made by this moat. Call \
                     the tool again for a new one.";
 
-/// What the pages need: the credentials served, and (over HTTP) the sign-in of the moment.
+/// What the pages need: the credentials served, (over HTTP) the sign-in of the moment, and
+/// how often each address has asked.
 #[derive(Clone)]
 pub struct Pages {
     catalogue: Catalogue,
     live: Option<Live>,
+    rate: std::sync::Arc<rate::PerAddress>,
 }
 
 impl Pages {
@@ -49,6 +52,7 @@ impl Pages {
         Self {
             catalogue,
             live: None,
+            rate: Default::default(),
         }
     }
 
@@ -70,14 +74,43 @@ impl Stop {
 
 /// The consent pages of `moat serve --http`.
 pub fn routes(catalogue: Catalogue, live: Live) -> Router {
+    let pages = Pages {
+        catalogue,
+        live: Some(live),
+        rate: Default::default(),
+    };
     Router::new()
         .route("/oauth/consent/{link}", get(open).post(confirm))
         .route("/oauth/signed-in", get(signed_in))
         .route("/oauth/callback/{source}", get(callback))
-        .with_state(Pages {
-            catalogue,
-            live: Some(live),
-        })
+        .layer(axum::middleware::from_fn_with_state(pages.clone(), limit))
+        .with_state(pages)
+}
+
+/// Turns away an address past its share of requests to these pages.
+async fn limit(
+    State(pages): State<Pages>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let trusted = pages
+        .live
+        .as_ref()
+        .map(|live| live.gate().trusted_proxies.clone())
+        .unwrap_or_default();
+    if let Some(address) = super::auth::remote(&request, &trusted)
+        && let Err(wait) = pages.rate.admit(address, std::time::Instant::now())
+    {
+        let mut page = not_connected(
+            StatusCode::TOO_MANY_REQUESTS,
+            "Too many requests from this address: wait a minute, then call the tool again.",
+        );
+        let seconds = axum::http::HeaderValue::from(wait.as_secs().max(1));
+        page.headers_mut()
+            .insert(axum::http::header::RETRY_AFTER, seconds);
+        return page;
+    }
+    next.run(request).await
 }
 
 /// `GET /oauth/consent/{link}`.

@@ -8,8 +8,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
+use super::Entry;
+use super::store::Store;
 use super::{KeepError, Keeping, Memory};
-use crate::upstream::store::{Entry, Store};
 
 pub struct File {
     store: Store,

@@ -1,9 +1,9 @@
 //! Where callers' consent is kept: their tokens, one refresh at a time, and the steps of flows
 //! under way. One interface, [`Keeping`], with its backends apart: [`Memory`] (one process,
-//! nothing kept across a restart), [`File`] (the sealed `credential_store` file) and, under
-//! `[cluster]`, Redis (`cluster::consents`), which [`Fallback`] pairs with a copy in memory
+//! nothing kept across a restart), [`File`] (the sealed `credential_store` file, [`store`]) and,
+//! under `[cluster]`, Redis (`cluster::consents`), which [`Fallback`] pairs with a copy in memory
 //! that serves while Redis cannot be reached. The backend is chosen once, when the sources are
-//! set; nothing above this module knows which it has.
+//! set (`mcp::catalogue`); nothing that uses it knows which it has.
 //!
 //! Every backend keeps the same promises, which one set of tests proves on each (a real
 //! `redis-server` for Redis): a write changes only its own entry; a turn is held by one owner at
@@ -16,12 +16,21 @@ use async_trait::async_trait;
 
 pub use self::file::File;
 pub use self::memory::Memory;
-use super::super::store::Entry;
 
 mod file;
 mod memory;
+pub mod store;
+
+pub use self::store::{Entry, Seal, Settings, Store};
 #[cfg(test)]
 pub(crate) mod promises;
+
+/// Seconds since the Unix epoch, as entries say when they are due.
+fn now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
 
 /// Why a keeping could not answer, by what failed.
 #[derive(Debug, Clone, PartialEq)]

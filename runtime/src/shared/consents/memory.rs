@@ -6,8 +6,8 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 
+use super::Entry;
 use super::{KeepError, Keeping};
-use crate::upstream::store::Entry;
 
 /// Steps waiting at most; past this the expired ones go, and if none has, the oldest.
 const MAX_STEPS: usize = 10_000;
@@ -52,7 +52,7 @@ impl Keeping for Memory {
     async fn keep(&self, entry: &Entry) -> Result<(), KeepError> {
         let mut tokens = lock(&self.tokens);
         if tokens.len() >= MAX_TOKENS {
-            let now = super::super::now();
+            let now = super::now();
             tokens.retain(|_, e| e.refresh.is_some() || e.refresh_at.is_none_or(|at| now < at));
         }
         tokens.insert(pair(&entry.source, &entry.principal), entry.clone());

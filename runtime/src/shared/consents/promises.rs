@@ -2,8 +2,8 @@
 
 use std::time::Duration;
 
+use super::Entry;
 use super::Keeping;
-use crate::upstream::store::Entry;
 
 fn entry(principal: &str, access: &str) -> Entry {
     Entry {
