@@ -128,6 +128,10 @@ class Cluster:
         return replica
 
 
+# Replicas seal their task records, and a 2026-07-28 call's state, with the key they share.
+STATE_KEY = 'request_state_key = "the request-state key every replica shares, 32+ bytes"\n'
+
+
 def cluster_config(plugin: Callable[[str], Path], redis_port: int, notes: Path, extra: str) -> str:
     return f"""
 [plugins.echo]
@@ -149,7 +153,7 @@ replica = "${{env:MOAT_REPLICA}}"
 
 [http]
 drain_seconds = 3
-{extra}
+{"" if "request_state_key" in extra else STATE_KEY}{extra}
 """
 
 

@@ -78,6 +78,9 @@ def setup(
 [cluster]
 redis = "redis://127.0.0.1:{redis.port}/0"
 replica = "${{env:MOAT_REPLICA}}"
+
+[http]
+request_state_key = "${{secret:STORE_KEY}}"
 """)
     setup = Setup(third_party, redis, upstream, config)
     for name, port in ports.items():

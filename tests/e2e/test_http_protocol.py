@@ -182,6 +182,19 @@ def open_session(server: HttpServer) -> str:
     return session
 
 
+def test_an_initialize_too_large_to_keep_opens_no_session(server: HttpServer) -> None:
+    # A session keeps its initialize (in Redis, under [cluster]): one caller may not fill it.
+    bloated = json.loads(json.dumps(INITIALIZE))
+    bloated["params"]["capabilities"]["experimental"] = {"padding": {"x": "y" * (70 << 10)}}
+    reply = server.post(bloated)
+    assert reply.status == 400, reply.body
+    assert reply.message["error"]["code"] == -32602
+    assert "more than the 64 KiB a session keeps" in reply.message["error"]["message"]
+    assert "mcp-session-id" not in reply.headers
+    # A plain one still opens a session.
+    assert open_session(server)
+
+
 def test_a_legacy_session_serves_calls_until_it_is_deleted(server: HttpServer) -> None:
     session = open_session(server)
     headers = {"mcp-session-id": session, "mcp-protocol-version": "2025-11-25"}

@@ -160,7 +160,12 @@ pub async fn serve(
     let catalogue = Catalogue::with_audit(registry, page_size, audit);
     if let Some(cluster) = &cluster {
         catalogue.quotas().share(SharedQuotas::new(cluster.clone()));
-        catalogue.tasks().share(SharedTasks::new(cluster.clone()));
+        let key = (service.request_state_key.as_deref())
+            .context("[cluster] needs [http] request_state_key")?;
+        let seal = moat::shared::seal::Seal::for_purpose("moat task records", key)?;
+        catalogue
+            .tasks()
+            .share(SharedTasks::new(cluster.clone(), seal));
         catalogue.share_updates(cluster.clone());
         catalogue.metrics().add_cluster(cluster);
     }

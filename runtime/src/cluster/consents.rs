@@ -273,50 +273,8 @@ fn decode(plain: &[u8]) -> Result<Entry, KeepError> {
 
 #[cfg(test)]
 mod tests {
-    use std::process::{Child, Command, Stdio};
-
     use super::*;
-
-    /// A `redis-server` of its own on a free loopback port, stopped when dropped.
-    struct RedisServer(Child, String);
-
-    impl Drop for RedisServer {
-        fn drop(&mut self) {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
-
-    /// Starts one, or says why not: required under CI, which installs it (`./dev test`).
-    fn redis_server() -> Option<RedisServer> {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .unwrap()
-            .port();
-        let started = Command::new("redis-server")
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-            .args(["--save", "", "--appendonly", "no"])
-            .stdout(Stdio::null())
-            .spawn();
-        let child = match started {
-            Ok(child) => child,
-            Err(error) if std::env::var_os("CI").is_none() => {
-                eprintln!(
-                    "skipped: redis-server could not start ({error}); `./dev test` installs it"
-                );
-                return None;
-            }
-            Err(error) => panic!("redis-server could not start: {error}"),
-        };
-        let server = RedisServer(child, format!("redis://127.0.0.1:{port}"));
-        for _ in 0..100 {
-            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                return Some(server);
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        panic!("redis-server did not listen on port {port}");
-    }
+    use crate::cluster::test_redis::redis_server;
 
     #[tokio::test]
     async fn redis_keeps_every_promise_sealed() {

@@ -18,6 +18,8 @@ pub mod events;
 pub mod quotas;
 pub mod sessions;
 pub mod tasks;
+#[cfg(test)]
+pub(crate) mod test_redis;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

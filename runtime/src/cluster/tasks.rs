@@ -5,6 +5,11 @@
 //!
 //! A change is a compare-and-set on `version`: two replicas changing one task at once (an answer
 //! here, a cancel there) never lose each other's change; the one that loses reads again.
+//!
+//! A record reaches Redis sealed (a key derived from `[http] request_state_key`) for the one task
+//! it is kept under: whoever reads Redis reads no arguments, results or questions (a pending
+//! consent link among them), and whoever may write it cannot change what a task runs, nor move
+//! one task's record under another: a record that does not open is no task of moat's.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,6 +17,7 @@ use std::time::Duration;
 use redis::Script;
 
 use super::Cluster;
+use crate::shared::seal::Seal;
 
 /// Keeps a task if its principal, and all principals, are under their bounds: KEYS the task, the
 /// principal's tasks, all tasks; ARGV now (ms), the TTL (ms), the bound per principal, the bound
@@ -42,9 +48,10 @@ redis.call('HSET', KEYS[1], 'record', ARGV[2], 'version', tonumber(ARGV[1]) + 1)
 return 1
 ";
 
-/// Task records as JSON text, kept in Redis.
+/// Task records as JSON text, kept in Redis sealed.
 pub struct SharedTasks {
     cluster: Arc<Cluster>,
+    seal: Seal,
     create: Script,
     replace: Script,
 }
@@ -60,9 +67,10 @@ pub struct Stored {
 }
 
 impl SharedTasks {
-    pub fn new(cluster: Arc<Cluster>) -> Arc<Self> {
+    pub fn new(cluster: Arc<Cluster>, seal: Seal) -> Arc<Self> {
         Arc::new(Self {
             cluster,
+            seal,
             create: Script::new(CREATE),
             replace: Script::new(REPLACE),
         })
@@ -83,6 +91,7 @@ impl SharedTasks {
         ttl: Duration,
         (per_principal, in_all): (usize, usize),
     ) -> Result<bool, Unreachable> {
+        let record = self.sealed(id, record)?;
         let now = jiff::Timestamp::now().as_millisecond();
         let mut invocation = self.create.prepare_invoke();
         invocation
@@ -112,19 +121,46 @@ impl SharedTasks {
                     .arg(key)
                     .arg("record")
                     .arg("version")
-                    .query_async::<(Option<String>, Option<u64>)>(&mut connection)
+                    .query_async::<(Option<Vec<u8>>, Option<u64>)>(&mut connection)
                     .await
             })
             .await
             .ok_or(Unreachable)?;
         Ok(match found {
-            (Some(record), Some(version)) => Some(Stored { record, version }),
+            (Some(sealed), Some(version)) => self
+                .opened(id, sealed)
+                .map(|record| Stored { record, version }),
             _ => None,
         })
     }
 
+    /// `record` sealed for task `id`.
+    fn sealed(&self, id: &str, record: &str) -> Result<Vec<u8>, Unreachable> {
+        self.seal
+            .seal(record.as_bytes(), task_key(id).as_bytes())
+            .map_err(|error| {
+                tracing::error!("could not seal a task record: {error:#}");
+                Unreachable
+            })
+    }
+
+    /// The record sealed for task `id`, if it opens: one written without this key, changed, or
+    /// moved from another task's key is no task of moat's.
+    fn opened(&self, id: &str, sealed: Vec<u8>) -> Option<String> {
+        let opened = self.seal.open(sealed, task_key(id).as_bytes()).ok();
+        let record = opened.and_then(|plain| String::from_utf8(plain).ok());
+        if record.is_none() {
+            tracing::warn!(
+                "a task record in Redis does not open with this replica's request_state_key (another \
+                 key, a changed record, or one moved from another task): ignored"
+            );
+        }
+        record
+    }
+
     /// Replaces task `id`'s record read at `version`: `Ok(false)` if it changed meanwhile.
     pub async fn replace(&self, id: &str, version: u64, record: &str) -> Result<bool, Unreachable> {
+        let record = self.sealed(id, record)?;
         let mut invocation = self.replace.prepare_invoke();
         invocation.key(task_key(id)).arg(version).arg(record);
         self.cluster
@@ -138,4 +174,80 @@ impl SharedTasks {
 
 fn task_key(id: &str) -> String {
     super::key("moat:task", id)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster::test_redis::redis_server;
+
+    #[tokio::test]
+    async fn a_record_is_sealed_for_its_task_and_an_edited_or_moved_one_is_no_task() {
+        let Some(server) = redis_server() else {
+            return;
+        };
+        let settings = crate::cluster::Settings {
+            redis: server.1.clone(),
+            replica: "r1".into(),
+        };
+        let cluster = Cluster::connect(&settings).unwrap();
+        let seal = || Seal::for_purpose("moat task records", &[7; 32]).unwrap();
+        let tasks = SharedTasks::new(cluster, seal());
+        let record = r#"{"tool": "notes_read", "arguments": {"path": "plan-secret.md"}}"#;
+        let bounds = (10, 10);
+        let ttl = Duration::from_secs(60);
+        assert!(
+            tasks
+                .create("t1", "alice", record, ttl, bounds)
+                .await
+                .unwrap()
+        );
+        assert!(
+            tasks
+                .create("t2", "alice", record, ttl, bounds)
+                .await
+                .unwrap()
+        );
+        let stored = tasks.load("t1").await.unwrap().unwrap();
+        assert_eq!((stored.record.as_str(), stored.version), (record, 1));
+        assert!(tasks.replace("t1", 1, record).await.unwrap());
+
+        let client = redis::Client::open(server.1.as_str()).unwrap();
+        let mut redis = client.get_multiplexed_async_connection().await.unwrap();
+        let raw: Vec<u8> = redis::cmd("HGET")
+            .arg(task_key("t1"))
+            .arg("record")
+            .query_async(&mut redis)
+            .await
+            .unwrap();
+        assert!(!String::from_utf8_lossy(&raw).contains("plan-secret"));
+        // Rewritten in clear to run another tool, or t1's record moved under t2: no task.
+        let edited = r#"{"tool": "notes_delete", "arguments": {"path": "plan.md"}}"#;
+        for (key, value) in [
+            (task_key("t1"), edited.as_bytes().to_vec()),
+            (task_key("t2"), raw),
+        ] {
+            let _: () = redis::cmd("HSET")
+                .arg(key)
+                .arg("record")
+                .arg(value)
+                .query_async(&mut redis)
+                .await
+                .unwrap();
+        }
+        assert!(tasks.load("t1").await.unwrap().is_none());
+        assert!(tasks.load("t2").await.unwrap().is_none());
+        // Another key opens nothing either.
+        let other = SharedTasks::new(
+            tasks.cluster().clone(),
+            Seal::for_purpose("moat task records", &[8; 32]).unwrap(),
+        );
+        assert!(
+            other
+                .create("t3", "bob", record, ttl, bounds)
+                .await
+                .unwrap()
+        );
+        assert!(tasks.load("t3").await.unwrap().is_none());
+    }
 }

@@ -114,12 +114,23 @@ impl MoatServer {
     }
 
     /// [`MoatServer::call_credentials`], for a task's run.
-    fn task_credentials(
-        &self,
-        extensions: &rmcp::model::Extensions,
-    ) -> crate::mcp::tasks::Credentials {
-        self.call_credentials(extensions)
-            .map(|c| c as Arc<dyn CallCredentials>)
+    /// Who a task's run is for: the request's caller, with their credentials and their access
+    /// as it is when each run begins.
+    fn task_caller(&self, extensions: &rmcp::model::Extensions) -> crate::mcp::tasks::Caller {
+        let credentials = self
+            .call_credentials(extensions)
+            .map(|c| c as Arc<dyn CallCredentials>);
+        let (catalogue, principal) = (
+            self.catalogue.clone(),
+            self.principal_of(extensions).clone(),
+        );
+        crate::mcp::tasks::Caller {
+            credentials,
+            may_call: Arc::new(move |tool| {
+                let registry = catalogue.current();
+                catalogue.find(&registry, &principal, tool).is_some()
+            }),
+        }
     }
 
     pub(crate) fn principal_of<'a>(
@@ -575,7 +586,7 @@ impl ServerHandler for MoatServer {
                 tool: request.name.to_string(),
                 arguments: request.arguments.clone(),
                 capabilities: asking.capabilities.clone(),
-                credentials: credentials.map(|c| c as Arc<dyn CallCredentials>),
+                caller: self.task_caller(&context.extensions),
             };
             let tasks = self.catalogue.tasks();
             let task = tasks.start(&principal.name, job, asking.answered()).await?;
@@ -681,7 +692,7 @@ impl ServerHandler for MoatServer {
             .get(
                 &principal.name,
                 &request.task_id,
-                self.task_credentials(&context.extensions),
+                self.task_caller(&context.extensions),
             )
             .await?;
         Ok(GetTaskResult::new(task))
@@ -699,7 +710,7 @@ impl ServerHandler for MoatServer {
                 &principal.name,
                 &request.task_id,
                 &request.input_responses,
-                self.task_credentials(&context.extensions),
+                self.task_caller(&context.extensions),
             )
             .await
     }

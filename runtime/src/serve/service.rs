@@ -395,6 +395,14 @@ pub(super) fn parse(tables: Tables) -> Result<Service> {
     service.otlp_endpoint = tables.telemetry.unwrap_or_default().otlp_endpoint;
     if let Some(entry) = tables.cluster {
         service.cluster = Some(super::cluster::parse(entry, tables.expand)?);
+        if service.request_state_key.is_none() {
+            bail!(
+                "[cluster]: the replicas read each other's task records, sealed with a key derived \
+                 from [http] request_state_key, and answer each other's 2026-07-28 rounds: give \
+                 request_state_key = \"${{secret:NAME}}\" (the same on every replica; `openssl \
+                 rand -base64 48` makes one)"
+            );
+        }
         let consenting = service
             .credentials
             .iter()
@@ -615,7 +623,8 @@ mod tests {
             hosts = ["api.tracker.example"]
             consent = { authorization_endpoint = "https://t.example/auth", token_endpoint = "https://t.example/token", client_id = "moat", redirect_uri = "https://moat.example/oauth/callback/tracker" }
         "#;
-        const CLUSTER: &str = "[cluster]\nredis = \"redis://127.0.0.1:6379\"\nreplica = \"r1\"\n";
+        const CLUSTER: &str = "[cluster]\nredis = \"redis://127.0.0.1:6379\"\nreplica = \"r1\"\n\
+                               [http]\nrequest_state_key = \"0123456789abcdef0123456789abcdef\"\n";
         let key = format!("\"{}\"", "k".repeat(32));
         let error = |text: &str| format!("{:#}", read(text).unwrap_err());
         let unsealed = error(&format!("{CONSENT}\n{CLUSTER}"));

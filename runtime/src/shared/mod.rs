@@ -4,6 +4,9 @@
 //! built, and nothing that uses it knows which it has.
 //!
 //! - [`consents`]: callers' consented tokens, the turn to refresh them, and the steps of consent
-//!   flows under way.
+//!   flows under way;
+//! - [`seal`]: how a value kept where others can read it is sealed for the one key it is kept
+//!   under.
 
 pub mod consents;
+pub mod seal;

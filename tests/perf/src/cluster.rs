@@ -196,7 +196,8 @@ impl Bench {
         );
         if let Some(redis) = redis {
             text += &format!(
-                "[cluster]\nredis = \"{}\"\nreplica = \"${{env:MOAT_REPLICA}}\"\n",
+                "[cluster]\nredis = \"{}\"\nreplica = \"${{env:MOAT_REPLICA}}\"\n\
+                 [http]\nrequest_state_key = \"perf-request-state-key-0123456789abcdef\"\n",
                 redis.url()
             );
         }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use moat::access::quotas::{Quota, Quotas};
-use moat::mcp::tasks::{Job, MAX_TASKS_PER_PRINCIPAL, Tasks};
+use moat::mcp::tasks::{Caller, Job, MAX_TASKS_PER_PRINCIPAL, Tasks};
 use moat::plugin::registry::Registry;
 use moat_tests::{engine, plugins, source};
 use rmcp::model::{DetailedTask, TaskStatus};
@@ -32,7 +32,7 @@ fn job(registry: &Arc<Registry>, tool: &str, arguments: Value) -> Job {
         tool: tool.into(),
         arguments: arguments.as_object().cloned(),
         capabilities: serde_json::from_value(json!({"elicitation": {}})).unwrap(),
-        credentials: None,
+        caller: Caller::anything(),
     }
 }
 
@@ -40,7 +40,7 @@ fn job(registry: &Arc<Registry>, tool: &str, arguments: Value) -> Job {
 async fn until(tasks: &Arc<Tasks>, principal: &str, id: &str, status: TaskStatus) -> Value {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
-        let task: DetailedTask = tasks.get(principal, id, None).await.unwrap();
+        let task: DetailedTask = tasks.get(principal, id, Caller::anything()).await.unwrap();
         if task.status() == status {
             return serde_json::to_value(rmcp::model::GetTaskResult::new(task)).unwrap();
         }
@@ -74,7 +74,7 @@ async fn a_task_runs_to_its_result_for_its_principal_only() {
     let id = &task.task_id;
     assert!(
         tasks
-            .get("bob", id, None)
+            .get("bob", id, Caller::anything())
             .await
             .unwrap_err()
             .message
@@ -83,7 +83,7 @@ async fn a_task_runs_to_its_result_for_its_principal_only() {
     assert!(tasks.cancel("bob", id).await.is_err());
     assert!(
         tasks
-            .update("bob", id, &Default::default(), None)
+            .update("bob", id, &Default::default(), Caller::anything())
             .await
             .is_err()
     );
@@ -121,7 +121,12 @@ async fn a_task_waits_for_every_answer_of_its_round() {
         ("nobody".to_string(), json!({})),
     ];
     tasks
-        .update("alice", id, &partial.into_iter().collect(), None)
+        .update(
+            "alice",
+            id,
+            &partial.into_iter().collect(),
+            Caller::anything(),
+        )
         .await
         .unwrap();
     let still = until(&tasks, "alice", id, TaskStatus::InputRequired).await;
@@ -134,7 +139,7 @@ async fn a_task_waits_for_every_answer_of_its_round() {
             "alice",
             id,
             &[("user_color".to_string(), color)].into_iter().collect(),
-            None,
+            Caller::anything(),
         )
         .await
         .unwrap();
@@ -142,10 +147,80 @@ async fn a_task_waits_for_every_answer_of_its_round() {
     assert_eq!(done["result"]["content"][0]["text"], "Ada likes teal.");
     assert!(
         tasks
-            .update("alice", id, &Default::default(), None)
+            .update("alice", id, &Default::default(), Caller::anything())
             .await
             .is_err(),
         "nothing is pending"
+    );
+}
+
+#[tokio::test]
+async fn a_run_asks_again_whether_its_caller_may_call_the_tool() {
+    let registry = registry();
+    let tasks = tasks_on(&registry);
+    let task = tasks
+        .start(
+            "alice",
+            job(&registry, "test_multi_input", json!({})),
+            Vec::new(),
+        )
+        .await
+        .unwrap();
+    let id = &task.task_id;
+    until(&tasks, "alice", id, TaskStatus::InputRequired).await;
+    // Meanwhile alice lost the tool (a reload of [[access]], a group taken away): her answers
+    // run nothing.
+    let asked = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let refusing = Caller {
+        credentials: None,
+        may_call: {
+            let asked = asked.clone();
+            std::sync::Arc::new(move |tool: &str| {
+                asked.lock().unwrap().push(tool.to_string());
+                false
+            })
+        },
+    };
+    let answers = [
+        (
+            "user_name",
+            json!({"action": "accept", "content": {"name": "Ada"}}),
+        ),
+        (
+            "user_color",
+            json!({"action": "accept", "content": {"color": "teal"}}),
+        ),
+    ];
+    let answers = answers
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
+    tasks.update("alice", id, &answers, refusing).await.unwrap();
+    let failed = until(&tasks, "alice", id, TaskStatus::Failed).await;
+    let message = failed["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("may not call the tool \"test_multi_input\""),
+        "{failed}"
+    );
+    assert_eq!(*asked.lock().unwrap(), ["test_multi_input"]);
+}
+
+#[tokio::test]
+async fn a_task_keeps_no_more_than_its_budget() {
+    let registry = registry();
+    let tasks = tasks_on(&registry);
+    let label = "x".repeat(moat::mcp::tasks::MAX_RECORD_BYTES);
+    let job = job(
+        &registry,
+        "test_slow_compute",
+        json!({"seconds": 0, "label": label}),
+    );
+    let refused = tasks.start("alice", job, Vec::new()).await.unwrap_err();
+    assert!(
+        refused
+            .message
+            .contains("more than the 256 KiB a task keeps"),
+        "{refused:?}"
     );
 }
 
@@ -257,7 +332,7 @@ async fn a_task_runs_in_one_of_its_principals_call_slots() {
         .unwrap();
     let id = &task.task_id;
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let waiting = tasks.get("alice", id, None).await.unwrap();
+    let waiting = tasks.get("alice", id, Caller::anything()).await.unwrap();
     assert_eq!(
         waiting.status(),
         TaskStatus::Working,

@@ -17,6 +17,11 @@ use serde_json::{Value, json};
 
 use crate::mcp::http::MAX_REQUEST_BYTES;
 
+/// The largest `initialize` a session keeps: its params are stored with the session (in Redis,
+/// under `[cluster]`), and a client has no need for more than a few KiB of `capabilities`,
+/// `clientInfo`, `experimental` and `_meta`.
+pub const MAX_INITIALIZE_BYTES: usize = 64 << 10;
+
 /// The JSON-RPC message a POST carries: its id (`null` for a notification) and method.
 #[derive(Clone, Debug)]
 pub struct Rpc {
@@ -72,6 +77,19 @@ pub async fn check_message(request: Request, next: Next) -> Response {
             id,
             -32600,
             format!("Invalid Request: {error}"),
+        );
+    }
+    if method.as_deref() == Some("initialize") && bytes.len() > MAX_INITIALIZE_BYTES {
+        return jsonrpc_error(
+            StatusCode::BAD_REQUEST,
+            id,
+            -32602,
+            format!(
+                "Invalid params: an initialize of {} bytes is more than the {} KiB a session \
+                 keeps; send less in `capabilities.experimental` and `_meta`",
+                bytes.len(),
+                MAX_INITIALIZE_BYTES >> 10
+            ),
         );
     }
     if let Some(method) = method {

@@ -50,6 +50,21 @@ pub const POLL_INTERVAL_MS: u64 = 500;
 /// The most tasks kept at once, and per principal.
 pub const MAX_TASKS: usize = 1024;
 pub const MAX_TASKS_PER_PRINCIPAL: usize = 64;
+/// The most one task's record may hold (arguments, answers, questions, result): with the bounds
+/// above, what one principal, and everyone, may make moat keep (in Redis, under `[cluster]`).
+pub const MAX_RECORD_BYTES: usize = 256 << 10;
+
+/// Whether `value` fits in a task's record.
+fn fits(value: &impl serde::Serialize) -> bool {
+    serde_json::to_vec(value).is_ok_and(|bytes| bytes.len() <= MAX_RECORD_BYTES)
+}
+
+fn too_large(what: &str) -> String {
+    format!(
+        "{what} more than the {} KiB a task keeps",
+        MAX_RECORD_BYTES >> 10
+    )
+}
 
 /// What a task runs: one tool call, as it was asked.
 pub struct Job {
@@ -59,13 +74,34 @@ pub struct Job {
     pub arguments: Option<JsonObject>,
     /// What the client declared it can be asked.
     pub capabilities: ClientCapabilities,
-    /// The caller's credentials for the headers moat injects (`[credentials]`).
-    pub credentials: Credentials,
+    /// Who started it.
+    pub caller: Caller,
 }
 
 /// A caller's credentials for a run, when `[credentials]` names sources: those of whoever
 /// started, answered or polled the task (always its owner).
 pub type Credentials = Option<Arc<dyn CallCredentials>>;
+
+/// Who a run is for: whoever started, answered or polled the task (always its owner).
+#[derive(Clone)]
+pub struct Caller {
+    /// Their credentials for the headers moat injects (`[credentials]`).
+    pub credentials: Credentials,
+    /// Whether they may call a tool, by its MCP name, as their access is when the run begins:
+    /// asked before every run, so that a task never runs what its owner may not call now (nor
+    /// what a record changed where it is kept names instead).
+    pub may_call: Arc<dyn Fn(&str) -> bool + Send + Sync>,
+}
+
+impl Caller {
+    /// A caller who may call every tool served, without credentials (stdio's user, tests).
+    pub fn anything() -> Self {
+        Self {
+            credentials: None,
+            may_call: Arc::new(|_| true),
+        }
+    }
+}
 
 /// Every task kept, and the runs of their tools on this replica.
 pub struct Tasks {
@@ -128,8 +164,14 @@ impl Tasks {
             answered,
             runner: Some(runner.clone()),
         };
+        if !fits(&record) {
+            return Err(McpError::invalid_params(
+                too_large("the call's arguments and answers are"),
+                None,
+            ));
+        }
         self.store.create(&id, &record).await?;
-        self.run(&id, &runner, job.registry, &record, job.credentials);
+        self.run(&id, &runner, job.registry, &record, job.caller);
         Ok(record.task(&id))
     }
 
@@ -148,7 +190,7 @@ impl Tasks {
         runner: &Runner,
         registry: Arc<Registry>,
         record: &Record,
-        credentials: Credentials,
+        caller: Caller,
     ) {
         let tasks = self.clone();
         let (id, run) = (id.to_string(), runner.run.clone());
@@ -159,7 +201,11 @@ impl Tasks {
         runs.retain(|_, handle| !handle.is_finished());
         let handle = tokio::spawn(async move {
             let slot = tasks.quotas.wait_for_call(&principal).await;
-            let state = run_tool(&registry, call, (capabilities, credentials), answered).await;
+            let mut state = run_tool(&registry, call, (capabilities, caller), answered).await;
+            if !fits(&state) {
+                let why = too_large("the tool's result (or its questions) is");
+                state = failed(ErrorCode::INTERNAL_ERROR, why);
+            }
             drop(slot);
             tasks.finish(&id, &run, state).await;
         });
@@ -222,7 +268,7 @@ impl Tasks {
         self: &Arc<Self>,
         principal: &str,
         id: &str,
-        credentials: Credentials,
+        caller: Caller,
     ) -> Result<DetailedTask, McpError> {
         let mut record = self.record_of(principal, id).await?;
         if let (State::Working, Some(runner)) = (&record.state, &record.runner)
@@ -230,7 +276,7 @@ impl Tasks {
         {
             let (dead, tool) = (runner.clone(), record.tool.clone());
             record = self
-                .orphaned(id, dead, &tool, credentials)
+                .orphaned(id, dead, &tool, caller)
                 .await?
                 .unwrap_or(record);
         }
@@ -264,7 +310,7 @@ impl Tasks {
         id: &str,
         dead: Runner,
         tool: &str,
-        credentials: Credentials,
+        caller: Caller,
     ) -> Result<Option<Record>, McpError> {
         let registry = self.serving.borrow().clone();
         let idempotent = registry.find(tool).is_some_and(|(_, tool)| {
@@ -304,7 +350,7 @@ impl Tasks {
                     "replica {} died running this task; running its @idempotent tool again here",
                     replica_name(&dead.instance)
                 );
-                self.run(id, &replay, registry, &record, credentials);
+                self.run(id, &replay, registry, &record, caller);
                 Some(record)
             }
             Some((_, record)) => Some(record),
@@ -319,7 +365,7 @@ impl Tasks {
         principal: &str,
         id: &str,
         responses: &InputResponses,
-        credentials: Credentials,
+        caller: Caller,
     ) -> Result<(), McpError> {
         let next = self.runner()?;
         let changed = self
@@ -327,29 +373,13 @@ impl Tasks {
                 if record.principal != principal {
                     return Err(unknown(id));
                 }
-                let State::InputRequired { questions, answers } = &mut record.state else {
-                    return Err(McpError::invalid_params(
-                        format!("task \"{id}\" is not waiting for input"),
-                        None,
-                    ));
-                };
-                for question in questions.iter() {
-                    if let Some(answer) = responses.get(&question.key) {
-                        answers.insert(question.key.clone(), answer.clone());
-                    }
+                let before = record.clone();
+                let outcome = answer(record, id, responses, &next);
+                if outcome.is_ok() && !fits(record) {
+                    *record = before;
+                    return Err(McpError::invalid_params(too_large("the answers are"), None));
                 }
-                let round: Option<Round> = questions
-                    .iter()
-                    .map(|q| Some((q.key.clone(), answers.get(&q.key)?.clone())))
-                    .collect();
-                let complete = round.is_some();
-                if let Some(round) = round {
-                    record.answered.push(round);
-                    record.state = State::Working;
-                    record.runner = Some(next.clone());
-                }
-                record.touch();
-                Ok(complete)
+                outcome
             })
             .await
             .map_err(unreachable)?;
@@ -358,7 +388,7 @@ impl Tasks {
         };
         if complete? {
             let registry = self.serving.borrow().clone();
-            self.run(id, &next, registry, &record, credentials);
+            self.run(id, &next, registry, &record, caller);
         }
         Ok(())
     }
@@ -413,13 +443,52 @@ async fn stop_runs_cancelled_elsewhere(
     }
 }
 
+/// Takes `responses` to task `id`'s pending questions into `record`; once its round is whole, the
+/// task goes back to work as `next`. Whether it did.
+fn answer(
+    record: &mut Record,
+    id: &str,
+    responses: &InputResponses,
+    next: &Runner,
+) -> Result<bool, McpError> {
+    let State::InputRequired { questions, answers } = &mut record.state else {
+        return Err(McpError::invalid_params(
+            format!("task \"{id}\" is not waiting for input"),
+            None,
+        ));
+    };
+    for question in questions.iter() {
+        if let Some(answer) = responses.get(&question.key) {
+            answers.insert(question.key.clone(), answer.clone());
+        }
+    }
+    let round: Option<Round> = questions
+        .iter()
+        .map(|q| Some((q.key.clone(), answers.get(&q.key)?.clone())))
+        .collect();
+    let complete = round.is_some();
+    if let Some(round) = round {
+        record.answered.push(round);
+        record.state = State::Working;
+        record.runner = Some(next.clone());
+    }
+    record.touch();
+    Ok(complete)
+}
+
 /// One run of a task's tool, and the state it leaves the task in.
 async fn run_tool(
     registry: &Registry,
     (tool, arguments): (String, Option<JsonObject>),
-    (capabilities, credentials): (ClientCapabilities, Credentials),
+    (capabilities, caller): (ClientCapabilities, Caller),
     answered: Vec<Round>,
 ) -> State {
+    if !(caller.may_call)(&tool) {
+        return failed(
+            ErrorCode::INVALID_PARAMS,
+            format!("the task's caller may not call the tool \"{tool}\" (any more)"),
+        );
+    }
     let Some((plugin, tool)) = registry.find(&tool) else {
         return failed(ErrorCode::INTERNAL_ERROR, "the tool is gone".into());
     };
@@ -427,7 +496,7 @@ async fn run_tool(
     let exchange = Exchange {
         events: None,
         client: Some(Arc::new(client)),
-        credentials,
+        credentials: caller.credentials,
     };
     let outcome = plugin.call_asking(tool, arguments.as_ref(), exchange).await;
     match outcome.result {

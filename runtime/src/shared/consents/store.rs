@@ -14,14 +14,12 @@ use std::sync::Mutex;
 use std::time::SystemTime;
 
 use anyhow::{Context, Result, bail};
-use ring::aead::{Aad, CHACHA20_POLY1305, LessSafeKey, Nonce, UnboundKey};
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
+
+pub use crate::shared::seal::Seal;
 
 /// What the sealed bytes are bound to: another file's contents do not open as this one's.
 const AAD: &[u8] = b"moat credential store v1";
-/// The shortest secret the key is derived from.
-const MIN_SECRET_CHARS: usize = 32;
 
 /// `credential_store`, checked: the file (none under `[cluster]`, where Redis keeps the
 /// tokens) and the secret the key is derived from.
@@ -48,63 +46,6 @@ pub struct Entry {
     pub refresh: Option<String>,
     /// When the access token is to be refreshed, in seconds since the Unix epoch.
     pub refresh_at: Option<u64>,
-}
-
-/// A key that seals bytes for one purpose (its `aad`): sealed under one purpose, they do not
-/// open under another, and a changed byte does not open at all.
-pub struct Seal {
-    key: LessSafeKey,
-}
-
-impl Seal {
-    /// The key derived from `secret`, which must be at least 32 characters.
-    pub fn new(secret: &str) -> Result<Self> {
-        if secret.chars().count() < MIN_SECRET_CHARS {
-            bail!(
-                "the credential store's key must be at least {MIN_SECRET_CHARS} characters \
-                 (`openssl rand -hex 32` makes one)"
-            );
-        }
-        let derived = Sha256::digest([b"moat credential store key\0", secret.as_bytes()].concat());
-        let key = UnboundKey::new(&CHACHA20_POLY1305, &derived)
-            .map_err(|_| anyhow::anyhow!("the credential store's key is unusable"))?;
-        Ok(Self {
-            key: LessSafeKey::new(key),
-        })
-    }
-
-    /// `plain` sealed for `aad`: a random nonce, then the ciphertext and its tag.
-    pub fn seal(&self, plain: &[u8], aad: &[u8]) -> Result<Vec<u8>> {
-        let mut nonce = [0u8; 12];
-        getrandom::fill(&mut nonce).map_err(|e| anyhow::anyhow!("no randomness: {e}"))?;
-        let mut sealed = plain.to_vec();
-        self.key
-            .seal_in_place_append_tag(
-                Nonce::assume_unique_for_key(nonce),
-                Aad::from(aad),
-                &mut sealed,
-            )
-            .map_err(|_| anyhow::anyhow!("sealing failed"))?;
-        Ok([&nonce[..], &sealed].concat())
-    }
-
-    /// What `seal` sealed for `aad`; an error for anything else.
-    pub fn open(&self, mut sealed: Vec<u8>, aad: &[u8]) -> Result<Vec<u8>> {
-        if sealed.len() < 12 {
-            bail!("too short");
-        }
-        let mut nonce = [0u8; 12];
-        nonce.copy_from_slice(&sealed[..12]);
-        let plain = self
-            .key
-            .open_in_place(
-                Nonce::assume_unique_for_key(nonce),
-                Aad::from(aad),
-                &mut sealed[12..],
-            )
-            .map_err(|_| anyhow::anyhow!("not sealed with this key for this purpose"))?;
-        Ok(plain.to_vec())
-    }
 }
 
 /// The sealed file.
