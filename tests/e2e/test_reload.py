@@ -221,6 +221,42 @@ async def test_bad_edits_keep_the_tools_already_served(
         assert "chatty_crash" in await moat.names()
 
 
+async def test_a_reload_that_cannot_be_built_whole_applies_nothing(
+    moat_bin: Path, plugin: Callable[[str], Path], tmp_path: Path
+) -> None:
+    config = tmp_path / "moat.toml"
+    write_config(config, {"echo": plugin("echo")})
+    # A credential store anyone on the machine may read: moat refuses to open it.
+    store = tmp_path / "credentials.sealed"
+    store.write_bytes(b"not sealed")
+    store.chmod(0o644)
+    consent = f"""credential_store = {{ path = "{store.name}", key = "{"k" * 40}" }}
+
+[credentials.tracker]
+hosts = ["tracker.example"]
+consent = {{ authorization_endpoint = "https://tracker.example/auth", token_endpoint = "https://tracker.example/token", client_id = "moat", redirect_uri = "http://127.0.0.1:{free_port()}/oauth/callback/tracker" }}
+"""
+    async with serving(moat_bin, ["--config", str(config)], tmp_path, LEGACY) as moat:
+        # A new plugin, and credentials whose store cannot be opened: the plugin must not be
+        # served under rules the reload could not finish applying.
+        text = consent + "".join(
+            f"[plugins.{name}]\npath = {json.dumps(str(plugin(name)))}\n\n" for name in ("echo", "chatty"))
+        temporary = config.with_suffix(".tmp")
+        temporary.write_text(text)
+        os.replace(temporary, config)
+        await moat.until(lambda: "reload failed" in moat.stderr(), "the reload failure in the log")
+        assert "is open to its group or others" in moat.stderr(), moat.stderr()
+        assert moat.changes == 0
+        assert await moat.names() == ["echo_echo", "echo_repeat"]
+        # Fixed, it applies whole.
+        store.chmod(0o600)
+        store.unlink()
+        temporary.write_text(text)
+        os.replace(temporary, config)
+        await moat.next_change(0)
+        assert "chatty_crash" in await moat.names()
+
+
 async def test_sighup_reloads(moat_bin: Path, plugin: Callable[[str], Path], tmp_path: Path) -> None:
     """A change no watched folder sees (the target of a symlinked plugin) is picked up on SIGHUP."""
     real = tmp_path / "real"

@@ -169,7 +169,8 @@ pub async fn serve(
         catalogue.share_updates(cluster.clone());
         catalogue.metrics().add_cluster(cluster);
     }
-    tables.apply(Tables::at_start(service), &catalogue)?;
+    let prepared = tables.at_start(service, &catalogue)?;
+    tables.apply(prepared, &catalogue);
     if let Some(endpoint) = &otlp_endpoint {
         catalogue.set_traces(moat::mcp::traces::Traces::new(endpoint)?);
     }

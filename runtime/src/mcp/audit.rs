@@ -222,7 +222,7 @@ impl AuditLog {
             denied: call.denied,
             credentials: call.credentials,
         };
-        let mut line = serde_json::to_string(&record).expect("a record is plain JSON");
+        let mut line = one_line(&serde_json::to_string(&record).expect("a record is plain JSON"));
         line.push('\n');
         // One write per line on an O_APPEND file: lines from concurrent calls never interleave.
         let written = self
@@ -255,6 +255,13 @@ pub fn outcome_of(error: &CallError) -> Outcome {
     }
 }
 
+/// `json` with U+2028 and U+2029 escaped: JSON lets them stand raw in strings, and readers that
+/// split on Unicode line breaks (JavaScript's, many log viewers') would cut the line there.
+fn one_line(json: &str) -> String {
+    json.replace('\u{2028}', "\\u2028")
+        .replace('\u{2029}', "\\u2029")
+}
+
 /// JSON with every object's keys sorted and no whitespace, so equal values hash equal.
 pub fn canonical_json(value: &Value) -> String {
     match value {
@@ -283,6 +290,18 @@ fn hex(bytes: &[u8]) -> String {
 mod tests {
     use super::*;
     use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn a_line_holds_no_unicode_line_break_and_reads_back_the_same() {
+        let value = serde_json::json!({"tool": "a\u{2028}b", "error": "c\u{2029}d\ne"});
+        let line = one_line(&value.to_string());
+        assert!(!line.contains(['\u{2028}', '\u{2029}', '\n']), "{line}");
+        assert!(
+            line.contains("a\\u2028b") && line.contains("c\\u2029d"),
+            "{line}"
+        );
+        assert_eq!(serde_json::from_str::<Value>(&line).unwrap(), value);
+    }
 
     #[test]
     fn canonical_json_sorts_keys_at_every_depth() {

@@ -50,6 +50,16 @@ pub const MAX_SUBSCRIPTIONS: usize = 256;
 /// What a cursor holds before the name it encodes, so a cursor from elsewhere is told apart.
 const CURSOR_PREFIX: &str = "after:";
 
+/// What serves `[credentials]` next: the broker serving now, or a new one (none without
+/// sources) with the store it keeps tokens in.
+pub enum CredentialSources {
+    Unchanged,
+    New(
+        Option<Arc<Broker>>,
+        Option<crate::shared::consents::Settings>,
+    ),
+}
+
 /// The registry being served, shared by every session; cloning shares it.
 #[derive(Clone)]
 pub struct Catalogue {
@@ -313,45 +323,52 @@ impl Catalogue {
         &self.inner.loopback
     }
 
-    /// Serves `sources` from now on, keeping consented tokens as `store` says (a file, or under
-    /// `[cluster]` Redis); unchanged, they keep the tokens they hold.
-    pub fn set_credential_sources(
+    /// Builds what would serve `sources`, keeping consented tokens as `store` says (a file, or
+    /// under `[cluster]` Redis), without serving it yet: unchanged, the broker serving now (and
+    /// the tokens it holds) stays. What cannot be built (a store that does not open) fails here.
+    pub fn prepare_credential_sources(
         &self,
         sources: std::collections::BTreeMap<String, crate::upstream::Source>,
         store: Option<crate::shared::consents::Settings>,
-    ) -> anyhow::Result<()> {
+    ) -> anyhow::Result<CredentialSources> {
         use crate::shared::consents::{Fallback, File, Keeping, Memory, Seal, Store};
-        let mut current = self.inner.credentials.write().expect("credentials lock");
-        let mut kept_store = self.inner.credential_store.lock().expect("store lock");
+        let current = self.inner.credentials.read().expect("credentials lock");
+        let kept_store = self.inner.credential_store.lock().expect("store lock");
         let unchanged = *kept_store == store
             && match &*current {
                 Some(broker) => broker.sources() == &sources,
                 None => sources.is_empty(),
             };
-        if !unchanged {
-            *current = match sources.is_empty() {
-                true => None,
-                false => {
-                    // Chosen once, here: nothing that uses it knows which it has.
-                    let keeping: Box<dyn Keeping> = match (&store, self.inner.cluster.get()) {
-                        (Some(store), Some(cluster)) => Box::new(Fallback::new(Box::new(
-                            crate::cluster::consents::SharedConsents::new(
-                                cluster.clone(),
-                                Seal::new(&store.key)?,
-                            ),
-                        ))),
-                        (Some(store), None) => match &store.path {
-                            Some(path) => Box::new(File::open(Store::new(path, &store.key)?)?),
-                            None => Box::new(Memory::default()),
-                        },
-                        (None, _) => Box::new(Memory::default()),
-                    };
-                    Some(Arc::new(Broker::new(sources, keeping)?))
-                }
-            };
-            *kept_store = store;
+        if unchanged {
+            return Ok(CredentialSources::Unchanged);
         }
-        Ok(())
+        if sources.is_empty() {
+            return Ok(CredentialSources::New(None, store));
+        }
+        // Chosen once, here: nothing that uses it knows which it has.
+        let keeping: Box<dyn Keeping> = match (&store, self.inner.cluster.get()) {
+            (Some(store), Some(cluster)) => Box::new(Fallback::new(Box::new(
+                crate::cluster::consents::SharedConsents::new(
+                    cluster.clone(),
+                    Seal::new(&store.key)?,
+                ),
+            ))),
+            (Some(store), None) => match &store.path {
+                Some(path) => Box::new(File::open(Store::new(path, &store.key)?)?),
+                None => Box::new(Memory::default()),
+            },
+            (None, _) => Box::new(Memory::default()),
+        };
+        let broker = Arc::new(Broker::new(sources, keeping)?);
+        Ok(CredentialSources::New(Some(broker), store))
+    }
+
+    /// Serves what [`Catalogue::prepare_credential_sources`] built from now on.
+    pub fn set_credential_sources(&self, prepared: CredentialSources) {
+        if let CredentialSources::New(broker, store) = prepared {
+            *self.inner.credentials.write().expect("credentials lock") = broker;
+            *self.inner.credential_store.lock().expect("store lock") = store;
+        }
     }
 
     /// Seals request states with `sealer` from now on (a key shared with other moats).

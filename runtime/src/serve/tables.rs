@@ -14,7 +14,7 @@ use std::path::PathBuf;
 
 use anyhow::{Result, bail};
 
-use crate::mcp::catalogue::Catalogue;
+use crate::mcp::catalogue::{Catalogue, CredentialSources};
 use crate::mcp::http::{Live, Settings};
 use crate::mcp::request_state::Sealer;
 use crate::serve::config::{self, AuditSettings};
@@ -61,10 +61,14 @@ struct Fixed {
     cluster: Option<crate::cluster::Settings>,
 }
 
-/// The tables read and checked, ready to apply.
+/// The tables read, checked and built, ready to swap in: nothing that can fail is left for
+/// [`Tables::apply`], so a reload applies whole or not at all.
 pub struct Prepared {
     service: Service,
     http: Option<Settings>,
+    /// A new sealer of request states, when the key changed.
+    sealer: Option<Sealer>,
+    credentials: CredentialSources,
 }
 
 impl Tables {
@@ -130,17 +134,40 @@ impl Tables {
         Ok(())
     }
 
-    /// What applying `service` at start does (its HTTP settings went to the router already).
-    pub fn at_start(service: Service) -> Prepared {
-        Prepared {
+    /// What `service` gives at start, built (its HTTP settings went to the router already).
+    pub fn at_start(&self, service: Service, catalogue: &Catalogue) -> Result<Prepared> {
+        self.built(service, None, catalogue)
+    }
+
+    /// Builds what `service` gives beside the HTTP `settings`: what can fail to build fails here.
+    fn built(
+        &self,
+        service: Service,
+        http: Option<Settings>,
+        catalogue: &Catalogue,
+    ) -> Result<Prepared> {
+        self.check_credentials(&service)?;
+        let sealer = match &service.request_state_key {
+            key if *key == self.state_key => None,
+            // Without a key of its own moat makes one: states sealed with the old key fail.
+            Some(key) => Some(Sealer::with_key(key).map_err(anyhow::Error::msg)?),
+            None => Some(Sealer::default()),
+        };
+        let credentials = catalogue.prepare_credential_sources(
+            service.credentials.clone(),
+            service.credential_store.clone(),
+        )?;
+        Ok(Prepared {
             service,
-            http: None,
-        }
+            http,
+            sealer,
+            credentials,
+        })
     }
 
     /// Checks what `service`, read anew from the file, would change, without changing
     /// anything: an error names each setting that waits for a restart.
-    pub fn prepare(&self, service: Service) -> Result<Prepared> {
+    pub fn prepare(&self, service: Service, catalogue: &Catalogue) -> Result<Prepared> {
         self.check_credentials(&service)?;
         let fixed = self.fixed(&service)?;
         let mut changed = Vec::new();
@@ -172,31 +199,30 @@ impl Tables {
                 changed.join(", ")
             );
         }
-        Ok(Prepared { service, http })
+        self.built(service, http, catalogue)
     }
 
     /// Serves the next requests with `prepared`: who may call, what each may use and how
-    /// much, and the key of request states.
-    pub fn apply(&mut self, prepared: Prepared, catalogue: &Catalogue) -> Result<()> {
-        let Prepared { service, http } = prepared;
-        self.check_credentials(&service)?;
-        if service.request_state_key != self.state_key {
-            // Without a key of its own moat makes one: states sealed with the old key fail.
-            let sealer = match &service.request_state_key {
-                Some(key) => Sealer::with_key(key).map_err(anyhow::Error::msg)?,
-                None => Sealer::default(),
-            };
+    /// much, the credentials their calls carry upstream, and the key of request states. It
+    /// only swaps what [`Tables::prepare`] built, so it cannot fail halfway.
+    pub fn apply(&mut self, prepared: Prepared, catalogue: &Catalogue) {
+        let Prepared {
+            service,
+            http,
+            sealer,
+            credentials,
+        } = prepared;
+        if let Some(sealer) = sealer {
             catalogue.set_sealer(sealer);
             self.state_key = service.request_state_key.clone();
         }
         catalogue.set_tool_sets(service.tool_sets(&self.policy.deny_tools));
-        catalogue.set_credential_sources(service.credentials, service.credential_store)?;
+        catalogue.set_credential_sources(credentials);
         catalogue
             .quotas()
             .configure(service.default_quota, service.quotas);
         if let (Some(http), Some(settings)) = (&self.http, http) {
             http.live.apply(settings);
         }
-        Ok(())
     }
 }

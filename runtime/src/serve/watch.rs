@@ -105,7 +105,9 @@ async fn reload(
     tables: &mut Tables,
     catalogue: &Catalogue,
 ) -> Result<Vec<PluginSource>> {
-    let prepared = tables.prepare(served.service()?)?;
+    // Everything is read, checked and built before anything is swapped: a reload that fails
+    // anywhere changes nothing.
+    let prepared = tables.prepare(served.service()?, catalogue)?;
     let (sources, fetched) = served.fetch().await?;
     if let Some(config) = &served.config {
         // The pool is made once, when moat starts: a new [engine] waits for a restart.
@@ -131,10 +133,11 @@ async fn reload(
     .context("the reload task failed")?;
     let outcome = outcome?;
     outcome.log();
+    // The new rules first, then the plugins they are for: no new tool is served under the old.
+    tables.apply(prepared, catalogue);
     if catalogue.replace(Arc::new(outcome.registry)) {
         tracing::info!("the tool list changed; clients were told");
     }
-    tables.apply(prepared, catalogue)?;
     Ok(sources)
 }
 
