@@ -182,9 +182,10 @@ pub(super) struct HttpEntry {
     /// Browser `Origin`s to accept besides loopback ones (`https://app.example.com`).
     #[serde(default)]
     origins: Vec<String>,
-    /// Reverse proxies whose `X-Forwarded-For` names the caller, by IP address.
+    /// Reverse proxies whose `X-Forwarded-For` names the caller: IP addresses, or CIDR ranges
+    /// (`10.0.0.0/8`, a cluster's pod network).
     #[serde(default)]
-    trusted_proxies: Vec<IpAddr>,
+    trusted_proxies: Vec<String>,
     /// Legacy sessions open at once, at most.
     #[schemars(extend("default" = 1000))]
     max_sessions: Option<usize>,
@@ -235,7 +236,7 @@ pub struct Service {
     pub quotas: HashMap<String, Quota>,
     pub hosts: Vec<String>,
     pub origins: Vec<String>,
-    pub trusted_proxies: Vec<IpAddr>,
+    pub trusted_proxies: Vec<ipnet::IpNet>,
     pub max_sessions: Option<usize>,
     pub session_idle: Option<Duration>,
     pub tls: Option<(PathBuf, PathBuf)>,
@@ -368,7 +369,17 @@ pub(super) fn parse(tables: Tables) -> Result<Service> {
         }
     }
     service.origins = http.origins;
-    service.trusted_proxies = http.trusted_proxies;
+    for proxy in &http.trusted_proxies {
+        let range = proxy.parse::<ipnet::IpNet>().ok();
+        let range = range.or_else(|| proxy.parse::<IpAddr>().ok().map(ipnet::IpNet::from));
+        let Some(range) = range else {
+            bail!(
+                "[http] trusted_proxies: \"{proxy}\" is neither an IP address nor a CIDR range \
+                 (such as 10.0.0.0/8)"
+            );
+        };
+        service.trusted_proxies.push(range);
+    }
     if http.max_sessions == Some(0) {
         bail!("[http] max_sessions must be at least 1");
     }
@@ -583,6 +594,10 @@ mod tests {
             (
                 "[http]\nrequest_state_key = \"short\"",
                 "request_state_key must be at least 32 bytes (it is 5)",
+            ),
+            (
+                "[http]\ntrusted_proxies = [\"10.0.0.0/33\"]",
+                "\"10.0.0.0/33\" is neither an IP address nor a CIDR range",
             ),
             (
                 "[http]\nmax_sessions = 0",

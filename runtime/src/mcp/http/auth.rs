@@ -119,12 +119,13 @@ pub fn metadata(gate: &Gate, path: &str) -> Response {
 }
 
 /// The address a request came from: its peer's, or the one a trusted proxy says it forwards.
-pub(super) fn remote(request: &Request, trusted: &[IpAddr]) -> Option<IpAddr> {
+pub(super) fn remote(request: &Request, trusted: &[ipnet::IpNet]) -> Option<IpAddr> {
+    let trusted = |ip: &IpAddr| trusted.iter().any(|range| range.contains(ip));
     let peer = request
         .extensions()
         .get::<ConnectInfo<SocketAddr>>()
         .map(|info| info.0.ip())?;
-    if !trusted.contains(&peer) {
+    if !trusted(&peer) {
         return Some(peer);
     }
     let forwarded: Vec<IpAddr> = request
@@ -138,7 +139,7 @@ pub(super) fn remote(request: &Request, trusted: &[IpAddr]) -> Option<IpAddr> {
     forwarded
         .into_iter()
         .rev()
-        .find(|ip| !trusted.contains(ip))
+        .find(|ip| !trusted(ip))
         .or(Some(peer))
 }
 
@@ -290,7 +291,7 @@ mod tests {
 
     #[test]
     fn forwarded_addresses_count_only_from_trusted_proxies() {
-        let proxy: IpAddr = "10.0.0.1".parse().unwrap();
+        let proxy: ipnet::IpNet = "10.0.0.1/32".parse().unwrap();
         let ip = |text: &str| Some(text.parse::<IpAddr>().unwrap());
         // From anyone else the header is the caller's to forge, and ignored.
         let direct = request_from("192.0.2.7:5000", &["203.0.113.9"]);
@@ -306,6 +307,11 @@ mod tests {
             remote(&request_from("10.0.0.1:5000", &[]), &[proxy]),
             ip("10.0.0.1")
         );
+        // A range: every proxy in it, and the rightmost address outside it is the caller.
+        let pods: ipnet::IpNet = "10.0.0.0/8".parse().unwrap();
+        let through_two = request_from("10.0.0.2:5000", &["203.0.113.9, 10.1.2.3"]);
+        assert_eq!(remote(&through_two, &[pods]), ip("203.0.113.9"));
+        assert_eq!(remote(&through_two, &[proxy]), ip("10.0.0.2"));
     }
 
     #[test]

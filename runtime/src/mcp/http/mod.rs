@@ -27,7 +27,7 @@ pub mod scrape;
 pub mod sessions;
 pub mod tls;
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::sync::{Arc, OnceLock, RwLock};
 use std::time::Duration;
 
@@ -58,7 +58,7 @@ pub struct Settings {
     /// Browser `Origin`s accepted besides loopback ones (`https://app.example.com`).
     pub origins: Vec<String>,
     /// Proxies whose `X-Forwarded-For` names the caller.
-    pub trusted_proxies: Vec<IpAddr>,
+    pub trusted_proxies: Vec<ipnet::IpNet>,
     /// Legacy sessions open at once, at most.
     pub max_sessions: usize,
     /// A legacy session that hears nothing for this long ends.
@@ -81,7 +81,7 @@ pub struct Settings {
 /// What a reload may change while moat serves: read once by each request, as it is then.
 pub struct Gate {
     pub authentication: Authentication,
-    pub trusted_proxies: Vec<IpAddr>,
+    pub trusted_proxies: Vec<ipnet::IpNet>,
     pub max_sessions: usize,
 }
 

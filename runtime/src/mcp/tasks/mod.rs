@@ -195,12 +195,22 @@ impl Tasks {
         let tasks = self.clone();
         let (id, run) = (id.to_string(), runner.run.clone());
         let principal = record.principal.clone();
+        // A run waits for a call slot no longer than its task is kept.
+        let kept_for = u64::try_from(record.began + TASK_TTL.as_millis() as i64 - now_ms())
+            .map_or(Duration::ZERO, Duration::from_millis);
         let call = (record.tool.clone(), record.arguments.clone());
         let (capabilities, answered) = (record.capabilities.clone(), record.answered.clone());
         let mut runs = self.runs.lock().expect("runs lock");
         runs.retain(|_, handle| !handle.is_finished());
         let handle = tokio::spawn(async move {
-            let slot = tasks.quotas.wait_for_call(&principal).await;
+            let waited = tokio::time::timeout(kept_for, tasks.quotas.wait_for_call(&principal));
+            let Ok(slot) = waited.await else {
+                let why = "no call slot came free while the task was kept".to_string();
+                tasks
+                    .finish(&id, &run, failed(ErrorCode::INTERNAL_ERROR, why))
+                    .await;
+                return;
+            };
             let mut state = run_tool(&registry, call, (capabilities, caller), answered).await;
             if !fits(&state) {
                 let why = too_large("the tool's result (or its questions) is");
