@@ -286,3 +286,20 @@ async def test_the_link_reaches_the_caller_only_and_logs_hold_its_digest(setup: 
     # The link still works for the caller: moat's page names them.
     with urllib.request.urlopen(link, timeout=30) as response:
         assert "key:dan" in response.read().decode()
+
+
+def test_an_address_that_hammers_the_pages_is_turned_away(setup: Setup) -> None:
+    # Last in this file: its address (everyone's here, 127.0.0.1) waits a minute afterwards.
+    statuses = []
+    for n in range(70):
+        try:
+            with urllib.request.urlopen(f"{setup.base}/oauth/consent/made-up-{n}", timeout=30) as response:
+                statuses.append(response.status)
+        except urllib.error.HTTPError as error:
+            statuses.append(error.code)
+            if error.code == 429:
+                assert int(error.headers["Retry-After"]) >= 1
+                assert "Too many requests from this address" in error.read().decode()
+    # The first ones are read (and refused as links moat never made), the rest turned away.
+    assert statuses[0] == 400 and statuses[-1] == 429, statuses
+    assert statuses.count(429) >= 10, statuses
