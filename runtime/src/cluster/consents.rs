@@ -281,11 +281,7 @@ mod tests {
         let Some(server) = redis_server() else {
             return;
         };
-        let settings = crate::cluster::Settings {
-            redis: server.1.clone(),
-            replica: "r1".into(),
-        };
-        let cluster = Cluster::connect(&settings).unwrap();
+        let cluster = server.cluster();
         let seal = || Seal::new(&"k".repeat(32)).unwrap();
         let shared = SharedConsents::new(cluster.clone(), seal());
         crate::shared::consents::promises::check(&shared).await;

@@ -186,11 +186,7 @@ mod tests {
         let Some(server) = redis_server() else {
             return;
         };
-        let settings = crate::cluster::Settings {
-            redis: server.1.clone(),
-            replica: "r1".into(),
-        };
-        let cluster = Cluster::connect(&settings).unwrap();
+        let cluster = server.cluster();
         let seal = || Seal::for_purpose("moat task records", &[7; 32]).unwrap();
         let tasks = SharedTasks::new(cluster, seal());
         let record = r#"{"tool": "notes_read", "arguments": {"path": "plan-secret.md"}}"#;

@@ -6,6 +6,17 @@ use std::time::Duration;
 /// A `redis-server` of its own on a free loopback port, stopped when dropped.
 pub struct RedisServer(Child, pub String);
 
+impl RedisServer {
+    /// A replica (`r1`) connected to it.
+    pub fn cluster(&self) -> std::sync::Arc<super::Cluster> {
+        let settings = super::Settings {
+            redis: self.1.clone(),
+            replica: "r1".into(),
+        };
+        super::Cluster::connect(&settings).unwrap()
+    }
+}
+
 impl Drop for RedisServer {
     fn drop(&mut self) {
         let _ = self.0.kill();

@@ -331,7 +331,6 @@ impl Catalogue {
         sources: std::collections::BTreeMap<String, crate::upstream::Source>,
         store: Option<crate::shared::consents::Settings>,
     ) -> anyhow::Result<CredentialSources> {
-        use crate::shared::consents::{Fallback, File, Keeping, Memory, Seal, Store};
         let current = self.inner.credentials.read().expect("credentials lock");
         let kept_store = self.inner.credential_store.lock().expect("store lock");
         let unchanged = *kept_store == store
@@ -345,20 +344,7 @@ impl Catalogue {
         if sources.is_empty() {
             return Ok(CredentialSources::New(None, store));
         }
-        // Chosen once, here: nothing that uses it knows which it has.
-        let keeping: Box<dyn Keeping> = match (&store, self.inner.cluster.get()) {
-            (Some(store), Some(cluster)) => Box::new(Fallback::new(Box::new(
-                crate::cluster::consents::SharedConsents::new(
-                    cluster.clone(),
-                    Seal::new(&store.key)?,
-                ),
-            ))),
-            (Some(store), None) => match &store.path {
-                Some(path) => Box::new(File::open(Store::new(path, &store.key)?)?),
-                None => Box::new(Memory::default()),
-            },
-            (None, _) => Box::new(Memory::default()),
-        };
+        let keeping = crate::upstream::consent::keeping(store.as_ref(), self.inner.cluster.get())?;
         let broker = Arc::new(Broker::new(sources, keeping)?);
         Ok(CredentialSources::New(Some(broker), store))
     }

@@ -205,7 +205,7 @@ impl Broker {
                 callback.serve(&settings.redirect_uri).map_err(|why| {
                     Missing::Refused(format!(
                         "the credential source \"{name}\" asks the caller to connect their \
-                         account, which ends at moat's /oauth/callback, and {why}: give principal \
+                         account, which ends at moat's /oauth/callback/{name}, and {why}: give principal \
                          \"{principal}\" a secret in its `principals`, or a loopback redirect_uri"
                     ))
                 })?;
@@ -305,7 +305,7 @@ fn proof(
 
 /// Where the caller's browser comes back to after consenting.
 enum Callback {
-    /// moat's HTTP server, which serves `/oauth/callback` with MCP.
+    /// moat's HTTP server, which serves `/oauth/callback/{source}` with MCP.
     Http,
     /// A stdio moat's listener on the redirect_uri's loopback address.
     Loopback(Loopback),

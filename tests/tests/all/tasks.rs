@@ -36,6 +36,12 @@ fn job(registry: &Arc<Registry>, tool: &str, arguments: Value) -> Job {
     }
 }
 
+/// alice's task of `test_multi_input`, which asks two questions in one round.
+async fn asking(tasks: &Arc<Tasks>, registry: &Arc<Registry>) -> rmcp::model::Task {
+    let job = job(registry, "test_multi_input", json!({}));
+    tasks.start("alice", job, Vec::new()).await.unwrap()
+}
+
 /// The task once its status is `status`, failing after ten seconds.
 async fn until(tasks: &Arc<Tasks>, principal: &str, id: &str, status: TaskStatus) -> Value {
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -96,14 +102,7 @@ async fn a_task_runs_to_its_result_for_its_principal_only() {
 async fn a_task_waits_for_every_answer_of_its_round() {
     let registry = registry();
     let tasks = tasks_on(&registry);
-    let task = tasks
-        .start(
-            "alice",
-            job(&registry, "test_multi_input", json!({})),
-            Vec::new(),
-        )
-        .await
-        .unwrap();
+    let task = asking(&tasks, &registry).await;
     let id = &task.task_id;
     let waiting = until(&tasks, "alice", id, TaskStatus::InputRequired).await;
     let mut keys: Vec<&String> = waiting["inputRequests"]
@@ -158,14 +157,7 @@ async fn a_task_waits_for_every_answer_of_its_round() {
 async fn a_run_asks_again_whether_its_caller_may_call_the_tool() {
     let registry = registry();
     let tasks = tasks_on(&registry);
-    let task = tasks
-        .start(
-            "alice",
-            job(&registry, "test_multi_input", json!({})),
-            Vec::new(),
-        )
-        .await
-        .unwrap();
+    let task = asking(&tasks, &registry).await;
     let id = &task.task_id;
     until(&tasks, "alice", id, TaskStatus::InputRequired).await;
     // Meanwhile alice lost the tool (a reload of [[access]], a group taken away): her answers

@@ -22,27 +22,3 @@ pub async fn read_capped(mut response: reqwest::Response) -> Result<Vec<u8>, Str
     }
     Ok(body)
 }
-
-/// Posts `form` to a token `endpoint` as the client `client_id`: with HTTP Basic for a
-/// confidential client (`client_secret_basic`), the id in the form for a public one. The
-/// status and the capped body, or why there is none.
-pub async fn post_form(
-    http: &reqwest::Client,
-    endpoint: &str,
-    (client_id, client_secret): (&str, Option<&str>),
-    form: &[(&str, &str)],
-) -> Result<(reqwest::StatusCode, Vec<u8>), String> {
-    let mut form = form.to_vec();
-    let mut request = http.post(endpoint);
-    match client_secret {
-        Some(secret) => request = request.basic_auth(client_id, Some(secret)),
-        None => form.push(("client_id", client_id)),
-    }
-    let response = request
-        .form(&form)
-        .send()
-        .await
-        .map_err(|e| e.to_string())?;
-    let status = response.status();
-    Ok((status, read_capped(response).await?))
-}

@@ -7,6 +7,7 @@
 
 pub(crate) mod body;
 pub mod claims;
+pub mod client;
 pub mod introspection;
 pub mod jwks;
 mod metadata;

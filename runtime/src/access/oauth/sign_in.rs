@@ -8,9 +8,10 @@
 
 use serde::Deserialize;
 
+use super::client::{authorization_url, post_form};
+use super::metadata::Metadata;
 use super::{OAuth, TokenError};
 use crate::access::Principal;
-use crate::access::oauth::body::post_form;
 
 /// `[auth.oauth] sign_in`: moat's client at its authorization server.
 #[derive(Clone, Debug)]
@@ -33,32 +34,18 @@ impl OAuth {
         state: &str,
         challenge: &str,
     ) -> Result<String, String> {
-        let client = self.sign_in_client()?;
-        let endpoint = self
-            .metadata
-            .get(&self.http, &self.settings.issuer)
-            .await
-            .map_err(unavailable)?
-            .authorization_endpoint
-            .clone()
-            .ok_or("the issuer's metadata names no authorization_endpoint")?;
-        let mut url = reqwest::Url::parse(&endpoint)
-            .map_err(|e| format!("the authorization endpoint is not a URL: {e}"))?;
-        {
-            let mut query = url.query_pairs_mut();
-            query
-                .append_pair("response_type", "code")
-                .append_pair("client_id", &client.client_id)
-                .append_pair("redirect_uri", redirect_uri)
-                .append_pair("state", state)
-                .append_pair("code_challenge", challenge)
-                .append_pair("code_challenge_method", "S256")
-                .append_pair("resource", &self.settings.audience);
-            if !self.settings.required_scopes.is_empty() {
-                query.append_pair("scope", &self.settings.required_scopes.join(" "));
-            }
+        let (client, endpoint) = self.sign_in_at(|m| &m.authorization_endpoint).await?;
+        let scope = self.settings.required_scopes.join(" ");
+        let mut extra = vec![("resource", self.settings.audience.as_str())];
+        if !scope.is_empty() {
+            extra.push(("scope", &scope));
         }
-        Ok(url.into())
+        authorization_url(
+            &endpoint,
+            (&client.client_id, redirect_uri),
+            (state, challenge),
+            &extra,
+        )
     }
 
     /// The principal a browser signed in as: `code` traded (with `verifier`) for a token, which
@@ -69,15 +56,7 @@ impl OAuth {
         verifier: &str,
         redirect_uri: &str,
     ) -> Result<Principal, String> {
-        let client = self.sign_in_client()?;
-        let endpoint = self
-            .metadata
-            .get(&self.http, &self.settings.issuer)
-            .await
-            .map_err(unavailable)?
-            .token_endpoint
-            .clone()
-            .ok_or("the issuer's metadata names no token_endpoint")?;
+        let (client, endpoint) = self.sign_in_at(|m| &m.token_endpoint).await?;
         let form = [
             ("grant_type", "authorization_code"),
             ("code", code),
@@ -105,6 +84,20 @@ impl OAuth {
                 ),
                 TokenError::Unavailable(why) => unavailable(why),
             })
+    }
+
+    /// moat's sign-in client, and the endpoint of the issuer's metadata that `pick` names.
+    async fn sign_in_at(
+        &self,
+        pick: fn(&Metadata) -> &Option<String>,
+    ) -> Result<(&Client, String), String> {
+        let client = self.sign_in_client()?;
+        let metadata =
+            (self.metadata.get(&self.http, &self.settings.issuer).await).map_err(unavailable)?;
+        let endpoint = pick(metadata)
+            .clone()
+            .ok_or("the issuer's metadata names no authorization or token endpoint")?;
+        Ok((client, endpoint))
     }
 
     fn sign_in_client(&self) -> Result<&Client, String> {

@@ -30,6 +30,16 @@ pub enum Authentication {
     },
 }
 
+impl Authentication {
+    /// The OAuth issuer's checker, when OAuth callers are accepted.
+    pub fn oauth(&self) -> Option<&crate::access::oauth::OAuth> {
+        match self {
+            Self::Required { authenticator, .. } => authenticator.oauth(),
+            Self::Off => None,
+        }
+    }
+}
+
 /// This server as an OAuth protected resource.
 #[derive(Clone, Debug)]
 pub struct ProtectedResource {

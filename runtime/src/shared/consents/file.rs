@@ -30,12 +30,13 @@ impl File {
         })
     }
 
-    fn entries(&self) -> Result<Vec<Entry>, KeepError> {
+    /// What `look` finds in the entries, read again only if the file changed since.
+    fn entries<T>(&self, look: impl FnOnce(&[Entry]) -> T) -> Result<T, KeepError> {
         let mut read = self.read.lock().unwrap_or_else(|e| e.into_inner());
         if read.is_none() || self.store.changed() {
             *read = Some(self.store.load().map_err(unreadable)?);
         }
-        Ok(read.clone().unwrap_or_default())
+        Ok(look(read.as_deref().unwrap_or_default()))
     }
 
     /// Changes the file's entries with `change`, read again under the file's lock.
@@ -57,10 +58,11 @@ fn unreadable(error: anyhow::Error) -> KeepError {
 #[async_trait]
 impl Keeping for File {
     async fn tokens(&self, source: &str, principal: &str) -> Result<Option<Entry>, KeepError> {
-        Ok(self
-            .entries()?
-            .into_iter()
-            .find(|e| e.source == source && e.principal == principal))
+        self.entries(|entries| {
+            let mut mine = entries.iter();
+            mine.find(|e| e.source == source && e.principal == principal)
+                .cloned()
+        })
     }
 
     async fn keep(&self, entry: &Entry) -> Result<(), KeepError> {
@@ -79,7 +81,7 @@ impl Keeping for File {
     }
 
     async fn all(&self) -> Result<Vec<Entry>, KeepError> {
-        self.entries()
+        self.entries(<[Entry]>::to_vec)
     }
 
     async fn take_turn(

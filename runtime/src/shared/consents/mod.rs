@@ -3,7 +3,7 @@
 //! nothing kept across a restart), [`File`] (the sealed `credential_store` file, [`store`]) and,
 //! under `[cluster]`, Redis (`cluster::consents`), which [`Fallback`] pairs with a copy in memory
 //! that serves while Redis cannot be reached. The backend is chosen once, when the sources are
-//! set (`mcp::catalogue`); nothing that uses it knows which it has.
+//! built (`upstream::consent::keeping`); nothing that uses it knows which it has.
 //!
 //! Every backend keeps the same promises, which one set of tests proves on each (a real
 //! `redis-server` for Redis): a write changes only its own entry; a turn is held by one owner at

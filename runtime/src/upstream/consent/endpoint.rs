@@ -3,7 +3,7 @@
 use serde::Deserialize;
 
 use super::Settings;
-use crate::access::oauth::body::post_form;
+use crate::access::oauth::client::post_form;
 
 /// What a token endpoint answers.
 #[derive(Deserialize)]

@@ -55,6 +55,28 @@ impl Settings {
     }
 }
 
+/// Where callers' consent is kept, chosen once from `credential_store` and `[cluster]`: Redis
+/// (with this replica's copy while it is down), the sealed file, or this process's memory.
+/// Nothing that uses it knows which it has.
+pub fn keeping(
+    store: Option<&crate::shared::consents::Settings>,
+    cluster: Option<&std::sync::Arc<crate::cluster::Cluster>>,
+) -> anyhow::Result<Box<dyn Keeping>> {
+    use crate::shared::consents::{Fallback, File, Seal, Store};
+    Ok(match (store, cluster) {
+        (Some(store), Some(cluster)) => {
+            let seal = Seal::new(&store.key)?;
+            let shared = crate::cluster::consents::SharedConsents::new(cluster.clone(), seal);
+            Box::new(Fallback::new(Box::new(shared)))
+        }
+        (Some(store), None) => match &store.path {
+            Some(path) => Box::new(File::open(Store::new(path, &store.key)?)?),
+            None => Box::new(Memory::default()),
+        },
+        (None, _) => Box::new(Memory::default()),
+    })
+}
+
 fn now() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -64,6 +86,14 @@ fn now() -> u64 {
 /// Whether `entry`'s access token is still good to send.
 fn fresh(entry: &Entry) -> bool {
     entry.refresh_at.is_none_or(|at| now() < at)
+}
+
+/// What a principal's tokens from a source call for.
+enum Due {
+    /// This access token, or none to be had without the caller.
+    Now(Option<String>),
+    /// A refresh, with this refresh token.
+    Refresh(String),
 }
 
 /// What came of waiting for another call's refresh.
@@ -135,6 +165,24 @@ impl Consents {
         }
     }
 
+    /// What `principal` holds from `source` now: a token to send, none (an expired one without
+    /// a refresh token is dropped), or the refresh token to trade.
+    async fn due(&self, source: &str, principal: &str) -> Result<Due, String> {
+        let Some(entry) = self.held(source, principal).await? else {
+            return Ok(Due::Now(None));
+        };
+        if fresh(&entry) {
+            return Ok(Due::Now(Some(entry.access)));
+        }
+        match entry.refresh {
+            Some(refresh) => Ok(Due::Refresh(refresh)),
+            None => {
+                self.forget(source, principal).await;
+                Ok(Due::Now(None))
+            }
+        }
+    }
+
     /// `principal`'s access token from `source`, refreshed if it expired; `Ok(None)` when
     /// there is none to be had without the caller, an error when one may be had later (the
     /// token endpoint or the store could not be reached: the next call tries again).
@@ -145,15 +193,8 @@ impl Consents {
         principal: &str,
         settings: &Settings,
     ) -> Result<Option<String>, String> {
-        let Some(entry) = self.held(source, principal).await? else {
-            return Ok(None);
-        };
-        if fresh(&entry) {
-            return Ok(Some(entry.access));
-        }
-        if entry.refresh.is_none() {
-            self.forget(source, principal).await;
-            return Ok(None);
+        if let Due::Now(token) = self.due(source, principal).await? {
+            return Ok(token);
         }
         let owner = steps::random::<12>()?;
         // Two turns' time: a turn that ran out (its holder died) is taken over once.
@@ -215,15 +256,9 @@ impl Consents {
         principal: &str,
         settings: &Settings,
     ) -> Result<Option<String>, String> {
-        let Some(entry) = self.held(source, principal).await? else {
-            return Ok(None);
-        };
-        if fresh(&entry) {
-            return Ok(Some(entry.access));
-        }
-        let Some(refresh) = entry.refresh else {
-            self.forget(source, principal).await;
-            return Ok(None);
+        let refresh = match self.due(source, principal).await? {
+            Due::Now(token) => return Ok(token),
+            Due::Refresh(refresh) => refresh,
         };
         let form = [
             ("grant_type", "refresh_token"),

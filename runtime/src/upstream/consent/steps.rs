@@ -22,6 +22,8 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::{Consents, LINK_LIFETIME, Settings, endpoint};
+use crate::access::oauth::client::authorization_url;
+pub use crate::access::oauth::client::{pkce, random};
 
 /// How the person at the browser is known to be the principal a link was made for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -98,20 +100,6 @@ pub fn confirmation_token(cookie: &str, link: &str) -> String {
 
 pub use crate::sandbox::network::redact::digest;
 
-/// `N` random bytes, base64url.
-pub fn random<const N: usize>() -> Result<String, String> {
-    let mut bytes = [0u8; N];
-    getrandom::fill(&mut bytes).map_err(|e| format!("no randomness: {e}"))?;
-    Ok(URL_SAFE_NO_PAD.encode(bytes))
-}
-
-/// A PKCE verifier (RFC 7636: 43 to 128 characters) and its S256 challenge.
-pub fn pkce() -> Result<(String, String), String> {
-    let verifier = random::<32>()?;
-    let challenge = URL_SAFE_NO_PAD.encode(Sha256::digest(verifier.as_bytes()));
-    Ok((verifier, challenge))
-}
-
 impl Consents {
     /// A new link for `principal` to give `source`'s tokens, proved as `proof` says.
     pub async fn link(
@@ -151,24 +139,17 @@ impl Consents {
     ) -> Result<String, String> {
         let state = random::<16>()?;
         let (verifier, challenge) = pkce()?;
-        let mut url = reqwest::Url::parse(&settings.authorization_endpoint)
-            .map_err(|e| format!("the authorization endpoint is not a URL: {e}"))?;
-        {
-            let mut query = url.query_pairs_mut();
-            query
-                .append_pair("response_type", "code")
-                .append_pair("client_id", &settings.client_id)
-                .append_pair("redirect_uri", &settings.redirect_uri)
-                .append_pair("state", &state)
-                .append_pair("code_challenge", &challenge)
-                .append_pair("code_challenge_method", "S256");
-            if let Some(scope) = &settings.scope {
-                query.append_pair("scope", scope);
-            }
-            if let Some(resource) = &settings.resource {
-                query.append_pair("resource", resource);
-            }
-        }
+        let extra: Vec<(&str, &str)> =
+            [("scope", &settings.scope), ("resource", &settings.resource)]
+                .into_iter()
+                .filter_map(|(name, value)| Some((name, value.as_deref()?)))
+                .collect();
+        let url = authorization_url(
+            &settings.authorization_endpoint,
+            (&settings.client_id, &settings.redirect_uri),
+            (&state, &challenge),
+            &extra,
+        )?;
         let step = Step::Upstream {
             source: source.to_string(),
             principal: principal.to_string(),
@@ -176,7 +157,7 @@ impl Consents {
             browser,
         };
         self.put(&state, &step).await?;
-        Ok(url.into())
+        Ok(url)
     }
 
     /// Ends a flow with the third party's `answer`: checks that it came for this source, from

@@ -55,7 +55,7 @@ fn loopback_address(redirect_uri: &str) -> Result<(SocketAddr, String), String> 
     let not_loopback = || {
         format!(
             "its redirect_uri \"{redirect_uri}\" is not on this machine; a stdio moat takes the \
-             browser back on a loopback address, such as http://127.0.0.1:8765/oauth/callback"
+             browser back on a loopback address, such as http://127.0.0.1:8765/oauth/callback/NAME"
         )
     };
     let url = reqwest::Url::parse(redirect_uri).map_err(|_| not_loopback())?;

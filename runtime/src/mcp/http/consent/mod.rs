@@ -17,14 +17,13 @@
 use axum::Router;
 use axum::extract::{Form, Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use serde::Deserialize;
 
 pub use self::loopback::Loopback;
 use self::page::{bind, browser, confirmation, page, see_other, setting};
 use super::Live;
-use super::auth::Authentication;
 use crate::mcp::catalogue::Catalogue;
 use crate::upstream::Broker;
 use crate::upstream::consent::steps::{browser_digest, confirmation_token, digest, pkce, random};
@@ -61,13 +60,32 @@ impl Pages {
             .credentials()
             .ok_or_else(|| Stop(StatusCode::NOT_FOUND, "This moat asks no consent.".into()))
     }
+
+    /// The gate of the moment, when it signs browsers in with OAuth.
+    fn signing_in(&self) -> Result<std::sync::Arc<super::Gate>, Stop> {
+        let gate = self.live.as_ref().map(Live::gate);
+        gate.filter(|gate| gate.authentication.oauth().is_some())
+            .ok_or_else(|| {
+                Stop(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "This moat no longer signs anyone in with OAuth.".into(),
+                )
+            })
+    }
 }
 
 /// Why a browser goes no further: the status, and what its page says.
 struct Stop(StatusCode, String);
 
 impl Stop {
-    fn page(self) -> Response {
+    /// The link is spent, past its time, or not moat's.
+    fn used() -> Self {
+        Self(StatusCode::BAD_REQUEST, USED.into())
+    }
+}
+
+impl IntoResponse for Stop {
+    fn into_response(self) -> Response {
         not_connected(self.0, &self.1)
     }
 }
@@ -118,47 +136,36 @@ async fn open(
     State(pages): State<Pages>,
     Path(link): Path<String>,
     headers: HeaderMap,
-) -> Response {
-    let broker = match pages.broker() {
-        Ok(broker) => broker,
-        Err(stop) => return stop.page(),
-    };
+) -> Result<Response, Stop> {
+    let broker = pages.broker()?;
     let Some(Step::Link {
         source,
         principal,
         proof,
     }) = broker.consents().peek(&link).await
     else {
-        return not_connected(StatusCode::BAD_REQUEST, USED);
+        return Err(Stop::used());
     };
-    let Some(settings) = broker.consent_settings(&source) else {
-        return not_connected(
+    let settings = broker.consent_settings(&source).ok_or_else(|| {
+        Stop(
             StatusCode::BAD_REQUEST,
-            &format!("The credential source \"{source}\" is no longer configured."),
-        );
-    };
-    let (cookie, set_cookie) = match bind(&headers) {
-        Ok(bound) => bound,
-        Err(why) => return not_connected(StatusCode::INTERNAL_SERVER_ERROR, &why),
-    };
+            format!("The credential source \"{source}\" is no longer configured."),
+        )
+    })?;
+    let (cookie, set_cookie) =
+        bind(&headers).map_err(|why| Stop(StatusCode::INTERNAL_SERVER_ERROR, why))?;
     match proof {
-        Proof::Confirm => setting(
-            confirmation(
-                &link,
-                &principal,
-                &source,
-                &confirmation_token(&cookie, &link),
-            ),
-            set_cookie,
-        ),
+        Proof::Confirm => {
+            let token = confirmation_token(&cookie, &link);
+            let page = confirmation(&link, &principal, &source, &token);
+            Ok(setting(page, set_cookie))
+        }
         Proof::SignIn => {
             let redirect_uri = format!("{}/oauth/signed-in", settings.base());
-            match sign_in(&pages, &link, &cookie, redirect_uri, &broker).await {
-                Ok(url) => see_other(&url, set_cookie),
-                Err(why) => not_connected(StatusCode::SERVICE_UNAVAILABLE, &why),
-            }
+            let url = sign_in(&pages, &link, &cookie, redirect_uri, &broker).await?;
+            Ok(see_other(&url, set_cookie))
         }
-        Proof::Loopback => not_connected(StatusCode::BAD_REQUEST, USED),
+        Proof::Loopback => Err(Stop::used()),
     }
 }
 
@@ -169,26 +176,24 @@ async fn sign_in(
     cookie: &str,
     redirect_uri: String,
     broker: &Broker,
-) -> Result<String, String> {
-    let gate = pages.live.as_ref().map(Live::gate);
-    let Some(Authentication::Required { authenticator, .. }) =
-        gate.as_deref().map(|g| &g.authentication)
-    else {
-        return Err("this moat no longer signs anyone in with OAuth".into());
-    };
-    let oauth = authenticator
-        .oauth()
-        .ok_or("this moat no longer signs anyone in with OAuth")?;
-    let state = random::<16>()?;
-    let (verifier, challenge) = pkce()?;
-    let url = oauth.sign_in_url(&redirect_uri, &state, &challenge).await?;
+) -> Result<String, Stop> {
+    let gate = pages.signing_in()?;
+    let oauth = gate.authentication.oauth().expect("signing_in checked it");
+    let unavailable = |why: String| Stop(StatusCode::SERVICE_UNAVAILABLE, why);
+    let state = random::<16>().map_err(unavailable)?;
+    let (verifier, challenge) = pkce().map_err(unavailable)?;
+    let url = (oauth.sign_in_url(&redirect_uri, &state, &challenge).await).map_err(unavailable)?;
     let step = Step::SignIn {
         link: link.to_string(),
         verifier,
         browser: browser_digest(cookie),
         redirect_uri,
     };
-    broker.consents().put(&state, &step).await?;
+    broker
+        .consents()
+        .put(&state, &step)
+        .await
+        .map_err(unavailable)?;
     Ok(url)
 }
 
@@ -203,19 +208,16 @@ async fn confirm(
     Path(link): Path<String>,
     headers: HeaderMap,
     Form(form): Form<Confirmation>,
-) -> Response {
-    let broker = match pages.broker() {
-        Ok(broker) => broker,
-        Err(stop) => return stop.page(),
-    };
+) -> Result<Response, Stop> {
+    let broker = pages.broker()?;
     // The token is made from the browser's own cookie: a form posted from another site, or
     // by another browser, does not carry it.
     let Some(cookie) = browser(&headers).filter(|c| confirmation_token(c, &link) == form.token)
     else {
-        return not_connected(
+        return Err(Stop(
             StatusCode::FORBIDDEN,
-            "This confirmation did not come from the page this browser was shown.",
-        );
+            "This confirmation did not come from the page this browser was shown.".into(),
+        ));
     };
     let Some(Step::Link {
         source,
@@ -223,7 +225,7 @@ async fn confirm(
         proof: Proof::Confirm,
     }) = broker.consents().take(&link).await
     else {
-        return not_connected(StatusCode::BAD_REQUEST, USED);
+        return Err(Stop::used());
     };
     tracing::info!(
         source,
@@ -231,17 +233,25 @@ async fn confirm(
         link = digest(&link),
         "a browser confirmed a consent link"
     );
-    match broker
-        .send_upstream(&source, &principal, browser_digest(&cookie))
+    upstream(&broker, &source, &principal, &cookie).await
+}
+
+/// Sends the browser bound by `cookie`, proved to be `principal`, on to `source`.
+async fn upstream(
+    broker: &Broker,
+    source: &str,
+    principal: &str,
+    cookie: &str,
+) -> Result<Response, Stop> {
+    let url = broker
+        .send_upstream(source, principal, browser_digest(cookie))
         .await
-    {
-        Ok(url) => see_other(&url, None),
-        Err(why) => not_connected(StatusCode::BAD_REQUEST, &why),
-    }
+        .map_err(|why| Stop(StatusCode::BAD_REQUEST, why))?;
+    Ok(see_other(&url, None))
 }
 
 #[derive(Deserialize)]
-pub struct Back {
+struct Back {
     state: Option<String>,
     code: Option<String>,
     iss: Option<String>,
@@ -275,15 +285,9 @@ async fn signed_in(
     State(pages): State<Pages>,
     Query(back): Query<Back>,
     headers: HeaderMap,
-) -> Response {
-    let broker = match pages.broker() {
-        Ok(broker) => broker,
-        Err(stop) => return stop.page(),
-    };
-    let (state, code) = match back.state_and_code() {
-        Ok(answer) => answer,
-        Err(stop) => return stop.page(),
-    };
+) -> Result<Response, Stop> {
+    let broker = pages.broker()?;
+    let (state, code) = back.state_and_code()?;
     let Some(Step::SignIn {
         link,
         verifier,
@@ -291,34 +295,23 @@ async fn signed_in(
         redirect_uri,
     }) = broker.consents().take(state).await
     else {
-        return not_connected(StatusCode::BAD_REQUEST, USED);
+        return Err(Stop::used());
     };
     let Some(cookie) = browser(&headers).filter(|c| browser_digest(c) == bound) else {
-        return not_connected(
+        return Err(Stop(
             StatusCode::FORBIDDEN,
-            "This sign-in reached another browser than the one that opened the link.",
-        );
+            "This sign-in reached another browser than the one that opened the link.".into(),
+        ));
     };
-    let gate = pages.live.as_ref().map(Live::gate);
-    let oauth = match gate.as_deref().map(|g| &g.authentication) {
-        Some(Authentication::Required { authenticator, .. }) => authenticator.oauth(),
-        _ => None,
-    };
-    let Some(oauth) = oauth else {
-        return not_connected(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "This moat no longer signs anyone in with OAuth.",
-        );
-    };
-    let signed_in = match oauth.signed_in(code, &verifier, &redirect_uri).await {
-        Ok(principal) => principal,
-        Err(why) => return not_connected(StatusCode::BAD_REQUEST, &format!("{why}.")),
-    };
+    let gate = pages.signing_in()?;
+    let oauth = gate.authentication.oauth().expect("signing_in checked it");
+    let signed_in = (oauth.signed_in(code, &verifier, &redirect_uri).await)
+        .map_err(|why| Stop(StatusCode::BAD_REQUEST, format!("{why}.")))?;
     let Some(Step::Link {
         source, principal, ..
     }) = broker.consents().peek(&link).await
     else {
-        return not_connected(StatusCode::BAD_REQUEST, USED);
+        return Err(Stop::used());
     };
     if signed_in.name != principal {
         tracing::warn!(
@@ -328,43 +321,31 @@ async fn signed_in(
             link = digest(&link),
             "a consent link was opened by someone else: nothing connected"
         );
-        return not_connected(
+        return Err(Stop(
             StatusCode::FORBIDDEN,
-            &format!(
+            format!(
                 "This link was made for {principal}, and you signed in as {}. Nothing was \
                  connected: only {principal} can connect their account with it.",
                 signed_in.name
             ),
-        );
+        ));
     }
     // Taken only now: a link opened by the wrong person still serves the right one.
     if broker.consents().take(&link).await.is_none() {
-        return not_connected(StatusCode::BAD_REQUEST, USED);
+        return Err(Stop::used());
     }
-    match broker
-        .send_upstream(&source, &principal, browser_digest(&cookie))
-        .await
-    {
-        Ok(url) => see_other(&url, None),
-        Err(why) => not_connected(StatusCode::BAD_REQUEST, &why),
-    }
+    upstream(&broker, &source, &principal, &cookie).await
 }
 
 /// `GET /oauth/callback/{source}`: the browser back from the third party.
-pub async fn callback(
+async fn callback(
     State(pages): State<Pages>,
     Path(source): Path<String>,
     Query(back): Query<Back>,
     headers: HeaderMap,
-) -> Response {
-    let broker = match pages.broker() {
-        Ok(broker) => broker,
-        Err(stop) => return stop.page(),
-    };
-    let (state, code) = match back.state_and_code() {
-        Ok(answer) => answer,
-        Err(stop) => return stop.page(),
-    };
+) -> Result<Response, Stop> {
+    let broker = pages.broker()?;
+    let (state, code) = back.state_and_code()?;
     let cookie = browser(&headers);
     let answer = Answer {
         source: &source,
@@ -373,27 +354,23 @@ pub async fn callback(
         iss: back.iss.as_deref(),
         browser: cookie.as_deref(),
     };
-    match broker.complete_consent(answer).await {
-        Ok((source, principal)) => {
-            tracing::info!(source, principal, "a caller connected their account");
-            page(
-                StatusCode::OK,
-                "Connected",
-                &format!(
-                    "Your account at \"{source}\" is connected for {principal}. You can close \
-                     this window and go back to your conversation."
-                ),
-            )
-        }
-        Err(why) => {
-            tracing::warn!(
-                source,
-                state = digest(state),
-                "a consent callback was refused: {why}"
-            );
-            not_connected(StatusCode::BAD_REQUEST, &format!("{why}."))
-        }
-    }
+    let (source, principal) = broker.complete_consent(answer).await.map_err(|why| {
+        tracing::warn!(
+            source,
+            state = digest(state),
+            "a consent callback was refused: {why}"
+        );
+        Stop(StatusCode::BAD_REQUEST, format!("{why}."))
+    })?;
+    tracing::info!(source, principal, "a caller connected their account");
+    Ok(page(
+        StatusCode::OK,
+        "Connected",
+        &format!(
+            "Your account at \"{source}\" is connected for {principal}. You can close this \
+             window and go back to your conversation."
+        ),
+    ))
 }
 
 fn not_connected(status: StatusCode, why: &str) -> Response {
