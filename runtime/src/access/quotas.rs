@@ -8,17 +8,15 @@
 //! ([`Quotas::configure`]): the next request is measured against the new ones, and the calls
 //! already running count towards them.
 //!
-//! Replicas that share state ([`Quotas::share`]) decide in Redis, for all of them at once: a
-//! principal's rate there, and its call slots as leases there on top of the count each replica
-//! keeps. While Redis cannot be reached, each replica decides alone.
+//! Where they are counted is the [`QuotaStore`] moat started with: this process, or under
+//! `[cluster]` Redis for every replica at once (each replica deciding alone while Redis cannot
+//! be reached).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use tokio::sync::Notify;
-
-use crate::cluster::quotas::{Lease, SharedQuotas};
+use crate::shared::quotas::{Held, Memory, QuotaStore};
 
 /// One principal's quota; `None` is no limit.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -64,19 +62,17 @@ fn retry_seconds(wait: Duration) -> u64 {
     wait.as_secs_f64().ceil().max(1.0) as u64
 }
 
-/// How often a task waiting for a slot looks again while the replicas share the slots.
-const SHARED_RETRY: Duration = Duration::from_millis(250);
-
-/// Principals whose state is kept; past this, idle ones are forgotten (they start afresh).
-const MAX_TRACKED: usize = 10_000;
-
 /// Every principal's quota and what it has used.
-#[derive(Default)]
 pub struct Quotas {
     configured: RwLock<Configured>,
-    used: Mutex<HashMap<String, Arc<Usage>>>,
-    /// Where the replicas decide together, when they do.
-    shared: std::sync::OnceLock<Arc<SharedQuotas>>,
+    /// Where what principals use is counted.
+    store: Arc<dyn QuotaStore>,
+}
+
+impl Default for Quotas {
+    fn default() -> Self {
+        Self::counted_in(Arc::new(Memory::default()))
+    }
 }
 
 #[derive(Default)]
@@ -85,32 +81,9 @@ struct Configured {
     by_principal: HashMap<String, Quota>,
 }
 
-#[derive(Default)]
-struct Usage {
-    bucket: Mutex<Option<Bucket>>,
-    /// Calls of this principal running now.
-    running: Mutex<u32>,
-    /// Woken when one of them ends.
-    ended: Notify,
-}
-
-struct Bucket {
-    tokens: f64,
-    at: Instant,
-}
-
-/// One running call of a principal, counted until dropped (and leased from the replicas'
-/// shared count while they share one).
+/// One running call of a principal, counted until dropped.
 pub struct Slot {
-    usage: Arc<Usage>,
-    _lease: Option<Lease>,
-}
-
-impl Drop for Slot {
-    fn drop(&mut self) {
-        *self.usage.running.lock().expect("slots lock") -= 1;
-        self.usage.ended.notify_waiters();
-    }
+    _held: Held,
 }
 
 /// A slot taken for a request before it reached the handler that runs its guest, which takes
@@ -130,7 +103,15 @@ impl HandedSlot {
 }
 
 impl Quotas {
-    /// `default` for every principal but those `by_principal` names.
+    /// No quota yet, what is used counted in `store`.
+    pub fn counted_in(store: Arc<dyn QuotaStore>) -> Self {
+        Self {
+            configured: RwLock::default(),
+            store,
+        }
+    }
+
+    /// `default` for every principal but those `by_principal` names, counted in this process.
     pub fn new(default: Quota, by_principal: HashMap<String, Quota>) -> Self {
         let quotas = Self::default();
         quotas.configure(default, by_principal);
@@ -155,123 +136,50 @@ impl Quotas {
             .unwrap_or(configured.default)
     }
 
-    fn usage(&self, principal: &str) -> Arc<Usage> {
-        let mut used = self.used.lock().expect("quota lock");
-        if let Some(usage) = used.get(principal) {
-            return usage.clone();
-        }
-        if used.len() >= MAX_TRACKED {
-            // Only those with nothing running and a full bucket: forgetting them changes nothing.
-            let now = Instant::now();
-            used.retain(|_, usage| Arc::strong_count(usage) > 1 || !usage.is_idle(now));
-        }
-        let usage = Arc::new(Usage::default());
-        used.insert(principal.to_string(), usage.clone());
-        usage
-    }
-
-    /// Decides every quota from now on with the other replicas, through Redis.
-    pub fn share(&self, shared: Arc<SharedQuotas>) {
-        let _ = self.shared.set(shared);
-    }
-
     /// Counts one request of `principal`, or says when the next one fits.
     pub async fn request(&self, principal: &str) -> Result<(), Exceeded> {
         let Some(per_minute) = self.quota(principal).requests_per_minute else {
             return Ok(());
         };
-        if let Some(shared) = self.shared.get()
-            && let Some(decided) = shared.request(principal, per_minute).await
-        {
-            return decided.map_err(|retry_after| Exceeded::Rate { retry_after });
+        match self.store.take_token(principal, per_minute).await {
+            Ok(decided) => decided.map_err(|retry_after| Exceeded::Rate { retry_after }),
+            Err(error) => {
+                // No count can be made: the request is served rather than refused for it.
+                tracing::warn!("{principal}'s request rate goes uncounted: {error}");
+                Ok(())
+            }
         }
-        self.request_here(principal, per_minute)
-    }
-
-    /// [`Quotas::request`] as this process alone counts it.
-    fn request_here(&self, principal: &str, per_minute: u32) -> Result<(), Exceeded> {
-        let usage = self.usage(principal);
-        let capacity = f64::from(per_minute);
-        let per_second = capacity / 60.0;
-        let mut bucket = usage.bucket.lock().expect("bucket lock");
-        let now = Instant::now();
-        let bucket = bucket.get_or_insert(Bucket {
-            tokens: capacity,
-            at: now,
-        });
-        let refilled = bucket.tokens + now.duration_since(bucket.at).as_secs_f64() * per_second;
-        bucket.tokens = refilled.min(capacity);
-        bucket.at = now;
-        if bucket.tokens >= 1.0 {
-            bucket.tokens -= 1.0;
-            return Ok(());
-        }
-        Err(Exceeded::Rate {
-            retry_after: Duration::from_secs_f64((1.0 - bucket.tokens) / per_second),
-        })
     }
 
     /// A slot for one call of `principal`, held until it is dropped, or the refusal when as
     /// many calls as its quota allows are running.
     pub async fn call(&self, principal: &str) -> Result<Slot, Exceeded> {
         let limit = self.quota(principal).concurrent_calls;
-        let usage = self.usage(principal);
-        {
-            let mut running = usage.running.lock().expect("slots lock");
-            if let Some(limit) = limit
-                && *running >= limit
-            {
-                return Err(Exceeded::Concurrency { limit });
-            }
-            *running += 1;
-        }
-        // Counted here first: a refusal below gives the count back as the slot drops.
-        let mut slot = Slot {
-            usage,
-            _lease: None,
-        };
-        if let (Some(limit), Some(shared)) = (limit, self.shared.get()) {
-            match shared.lease(principal, limit).await {
-                Some(Ok(lease)) => slot._lease = Some(lease),
-                Some(Err(())) => return Err(Exceeded::Concurrency { limit }),
-                None => {}
+        match self.store.take_slot(principal, limit).await {
+            Ok(Some(held)) => Ok(Slot { _held: held }),
+            Ok(None) => Err(Exceeded::Concurrency {
+                limit: limit.unwrap_or_default(),
+            }),
+            Err(error) => {
+                tracing::warn!("{principal}'s call goes uncounted: {error}");
+                Ok(Slot {
+                    _held: Box::new(()),
+                })
             }
         }
-        Ok(slot)
     }
 
     /// A slot for one call of `principal`, waiting for one of its calls to end while as many
     /// as its quota allows are running: for work the caller does not wait on (a task).
     pub async fn wait_for_call(&self, principal: &str) -> Slot {
-        let usage = self.usage(principal);
         loop {
             // Listening before looking: a call that ends in between still wakes this one.
-            let ended = usage.ended.notified();
-            tokio::pin!(ended);
-            ended.as_mut().enable();
+            let freed = self.store.freed(principal);
             if let Ok(slot) = self.call(principal).await {
                 return slot;
             }
-            if self.shared.get().is_some() {
-                // A call ending on another replica wakes nobody here: look again soon.
-                let _ = tokio::time::timeout(SHARED_RETRY, ended).await;
-            } else {
-                ended.await;
-            }
+            freed.await;
         }
-    }
-}
-
-impl Usage {
-    fn is_idle(&self, now: Instant) -> bool {
-        // A bucket a minute old has refilled, whatever its size.
-        let full = self
-            .bucket
-            .lock()
-            .expect("bucket lock")
-            .as_ref()
-            .is_none_or(|bucket| now.duration_since(bucket.at) >= Duration::from_secs(60));
-        full && *self.running.lock().expect("slots lock") == 0
     }
 }
 

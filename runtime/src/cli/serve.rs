@@ -9,13 +9,12 @@ use rmcp::ServiceExt;
 
 use moat::access::Principal;
 use moat::cluster::Cluster;
-use moat::cluster::quotas::SharedQuotas;
-use moat::cluster::tasks::SharedTasks;
 use moat::mcp::audit::AuditLog;
 use moat::mcp::catalogue::Catalogue;
 use moat::mcp::server::MoatServer;
 use moat::serve::reload::{Loader, Served};
 use moat::serve::tables::{Overridden, Tables};
+use moat::shared::Backends;
 use moat::supply::cache::Cache;
 use moat::supply::policy::{Policy, Transport};
 
@@ -71,8 +70,7 @@ pub async fn serve(
     let cluster = service.cluster.as_ref().map(Cluster::connect).transpose()?;
     let (http, live) = match http {
         Some((addr, flags)) => {
-            let mut settings = Tables::http_settings(&service, flags.clone(), addr, &policy)?;
-            settings.cluster = cluster.clone();
+            let settings = Tables::http_settings(&service, flags.clone(), addr, &policy)?;
             let live = settings.live.clone();
             (Some((addr, settings)), Some((addr, flags, live)))
         }
@@ -157,16 +155,23 @@ pub async fn serve(
         );
     }
     let registry = Arc::new(outcome.registry);
-    let catalogue = Catalogue::with_audit(registry, page_size, audit);
+    // Where replicas' shared state is kept, chosen here once for everything that keeps some.
+    let backends = match &cluster {
+        Some(cluster) => {
+            let key = (service.request_state_key.as_deref())
+                .context("[cluster] needs [http] request_state_key")?;
+            let seal = moat::shared::seal::Seal::for_purpose("moat task records", key)?;
+            let idle = http
+                .as_ref()
+                .map_or(moat::mcp::http::DEFAULT_SESSION_IDLE, |(_, s)| {
+                    s.session_idle
+                });
+            cluster.backends(seal, idle, || moat::mcp::http::auth::caller().name)
+        }
+        None => Backends::alone(),
+    };
+    let catalogue = Catalogue::with_backends(registry, page_size, audit, backends);
     if let Some(cluster) = &cluster {
-        catalogue.quotas().share(SharedQuotas::new(cluster.clone()));
-        let key = (service.request_state_key.as_deref())
-            .context("[cluster] needs [http] request_state_key")?;
-        let seal = moat::shared::seal::Seal::for_purpose("moat task records", key)?;
-        catalogue
-            .tasks()
-            .share(SharedTasks::new(cluster.clone(), seal));
-        catalogue.share_updates(cluster.clone());
         catalogue.metrics().add_cluster(cluster);
     }
     let prepared = tables.at_start(service, &catalogue)?;

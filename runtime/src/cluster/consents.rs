@@ -16,8 +16,10 @@ use async_trait::async_trait;
 use redis::aio::ConnectionLike;
 
 use super::Cluster;
-use super::events::Event;
-use crate::shared::consents::{Entry, KeepError, Keeping, Seal};
+use crate::shared::consents::{
+    Entry, Fallback, KeepError, Keeping, Keepings, Memory, Seal, Settings,
+};
+use crate::shared::replicas::{Event, Replicas};
 
 /// The prefix of every consented token's key, for `moat credentials` to find them all.
 const TOKENS: &str = "moat:consent-token";
@@ -31,6 +33,20 @@ if redis.call("GET", KEYS[1]) == ARGV[1] then
 end
 return 0
 "#;
+
+/// Where replicas keep consent: with a `credential_store`, in Redis (this replica's copy serving
+/// while it cannot be reached); without one, each in its own memory.
+pub struct SharedKeepings(pub Arc<Cluster>);
+
+impl Keepings for SharedKeepings {
+    fn keeping(&self, store: Option<&Settings>) -> anyhow::Result<Box<dyn Keeping>> {
+        let Some(store) = store else {
+            return Ok(Box::new(Memory::default()));
+        };
+        let shared = SharedConsents::new(self.0.clone(), Seal::new(&store.key)?);
+        Ok(Box::new(Fallback::new(Box::new(shared))))
+    }
+}
 
 /// Steps, tokens and turns in Redis, sealed.
 pub struct SharedConsents {

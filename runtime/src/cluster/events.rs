@@ -8,32 +8,17 @@
 
 use std::sync::Weak;
 
+use async_trait::async_trait;
 use futures_util::StreamExt as _;
 use serde::{Deserialize, Serialize};
 use tokio::sync::broadcast;
 
 use super::{Cluster, PROBE_EVERY};
+pub use crate::shared::replicas::Event;
+use crate::shared::replicas::Replicas;
 
 /// The channel every replica publishes to and listens on.
 const CHANNEL: &str = "moat:events";
-
-/// How many events a slow listener may fall behind before it misses some.
-pub(super) const BACKLOG: usize = 1024;
-
-/// Something that happened on one replica which others act on.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "event", rename_all = "snake_case")]
-pub enum Event {
-    /// Stop the run `run` of a task, wherever it runs: its task was cancelled.
-    StopRun { run: String },
-    /// The resource at `uri` changed.
-    ResourceUpdated { uri: String },
-    /// A replica's tool list changed (a reload): the others' listeners list again, through
-    /// whichever replica serves them next.
-    ToolsChanged,
-    /// A caller's consented tokens arrived: calls waiting for consent look again.
-    ConsentArrived,
-}
 
 /// One event on the wire, with the replica (instance) that raised it.
 #[derive(Serialize, Deserialize)]
@@ -43,9 +28,19 @@ struct Envelope {
     event: Event,
 }
 
-impl Cluster {
-    /// Tells the other replicas of `event` (if Redis is reachable; otherwise it is lost).
-    pub async fn publish(&self, event: Event) {
+#[async_trait]
+impl Replicas for Cluster {
+    fn instance(&self) -> &str {
+        &self.instance
+    }
+
+    async fn alive(&self, instance: &str) -> bool {
+        // Redis that cannot say takes it for alive: a task is not failed for Redis's outage.
+        self.is_alive(instance).await.unwrap_or(true)
+    }
+
+    /// Lost when Redis cannot be reached.
+    async fn publish(&self, event: Event) {
         let envelope = Envelope {
             from: self.instance.clone(),
             event,
@@ -63,23 +58,12 @@ impl Cluster {
         .await;
     }
 
-    /// The events other replicas raise from now on.
-    pub fn events(&self) -> broadcast::Receiver<Event> {
-        self.events.subscribe()
+    fn tell(self: std::sync::Arc<Self>, event: Event) {
+        tokio::spawn(async move { self.publish(event).await });
     }
-}
 
-/// The next event others raise; `None` once moat is stopping. A listener that fell behind
-/// misses the oldest (said once in the log) and goes on.
-pub async fn next(events: &mut broadcast::Receiver<Event>) -> Option<Event> {
-    loop {
-        match events.recv().await {
-            Ok(event) => return Some(event),
-            Err(broadcast::error::RecvError::Lagged(missed)) => {
-                tracing::warn!("{missed} events from other replicas came too fast to act on");
-            }
-            Err(broadcast::error::RecvError::Closed) => return None,
-        }
+    fn events(&self) -> broadcast::Receiver<Event> {
+        self.events.subscribe()
     }
 }
 

@@ -1,17 +1,20 @@
 //! State that replicas of moat share, through Redis (or Valkey: the same protocol), when
 //! `[cluster]` names one; without it moat is one process and nothing here runs.
 //!
-//! Each kind of shared state has a module of its own: [`quotas`] (a principal's rate and call
-//! slots, decided by one script in Redis per request), [`sessions`] (legacy sessions any
-//! replica can restore, bound to the principal that opened them), [`tasks`] (task records any
-//! replica can answer for), [`consents`] (callers' consented tokens, their refresh turns and the
-//! steps of consent flows, sealed) and [`events`] (what one replica tells the others). Every key expires
-//! by itself, so a replica that dies leaves nothing behind that outlives its TTL; each replica
-//! also keeps a key saying it is alive, so others can tell when the one running a task died.
+//! Each module is the Redis backend of one of `shared`'s interfaces, built together once by
+//! [`Cluster::backends`]: [`quotas`] (a principal's rate and call slots, decided by one script
+//! in Redis per request), [`sessions`] (legacy sessions any replica can restore, bound to the
+//! principal that opened them), [`tasks`] (task records any replica can answer for),
+//! [`consents`] (callers' consented tokens, their refresh turns and the steps of consent flows,
+//! sealed) and [`events`] (this replica among the others, and what one tells the others). Every
+//! key expires by itself, so a replica that dies leaves nothing behind that outlives its TTL; each
+//! replica also keeps a key saying it is alive, so others can tell when the one running a task
+//! died. Nothing outside this layer speaks to Redis.
 //!
 //! When Redis cannot be reached, moat goes on with what each replica knows (quotas per replica,
-//! sessions only where they were opened), says so once in the log and in `moat_cluster_up`, and
-//! probes Redis every second until it answers again; requests in between never wait on it.
+//! sessions only where they were opened: `shared`'s fallbacks), says so once in the log and in
+//! `moat_cluster_up`, and probes Redis every second until it answers again; requests in between
+//! never wait on it.
 
 pub mod consents;
 pub mod events;
@@ -33,7 +36,13 @@ use prometheus_client::registry::Registry;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use tokio::sync::{Notify, broadcast};
 
-use events::Event;
+use self::consents::SharedKeepings;
+use self::events::Event;
+use self::quotas::SharedQuotas;
+use self::sessions::SharedSessions;
+use self::tasks::SharedTasks;
+use crate::shared::Backends;
+use crate::shared::seal::Seal;
 
 /// How long one Redis command may take before moat goes on without it.
 const RESPONSE_TIMEOUT: Duration = Duration::from_millis(500);
@@ -135,7 +144,7 @@ impl Cluster {
                 restored_sessions: Counter::default(),
                 leases: Gauge::default(),
             },
-            events: broadcast::Sender::new(events::BACKLOG),
+            events: broadcast::Sender::new(crate::shared::replicas::BACKLOG),
             reconnect: Arc::default(),
         });
         cluster.metrics.up.set(1);
@@ -154,14 +163,9 @@ impl Cluster {
         &self.replica
     }
 
-    /// This run of this replica, as other replicas know it.
-    pub fn instance(&self) -> &str {
-        &self.instance
-    }
-
     /// Whether the replica run `instance` is alive (has said so within the last five seconds);
     /// `None` when Redis cannot say.
-    pub async fn alive(&self, instance: &str) -> Option<bool> {
+    async fn is_alive(&self, instance: &str) -> Option<bool> {
         if instance == self.instance {
             return Some(true);
         }
@@ -173,6 +177,26 @@ impl Cluster {
                 .await
         })
         .await
+    }
+
+    /// Every kind of shared state kept in Redis through this cluster: task records sealed with
+    /// `task_seal`, legacy sessions kept for `session_idle` and restored only for the principal
+    /// `caller` names (the one the request being handled acts for).
+    pub fn backends(
+        self: &Arc<Self>,
+        task_seal: Seal,
+        session_idle: Duration,
+        caller: fn() -> String,
+    ) -> Backends {
+        let quotas =
+            crate::shared::quotas::Fallback::new(Box::new(SharedQuotas::new(self.clone())));
+        Backends {
+            replicas: self.clone(),
+            quotas: Arc::new(quotas),
+            tasks: SharedTasks::new(self.clone(), task_seal),
+            sessions: Arc::new(SharedSessions::new(self.clone(), session_idle, caller)),
+            consents: Arc::new(SharedKeepings(self.clone())),
+        }
     }
 
     /// Whether Redis answered the last time it was asked.

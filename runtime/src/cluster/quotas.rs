@@ -11,8 +11,13 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
-use super::{Cluster, key};
+use async_trait::async_trait;
+use futures_util::future::BoxFuture;
 use redis::Script;
+
+use super::{Cluster, key};
+use crate::shared::StoreError;
+use crate::shared::quotas::{Held, LOOK_AGAIN, QuotaStore};
 
 /// How long a lease outlives the last renewal of the replica holding it.
 pub const LEASE_TTL: Duration = Duration::from_secs(30);
@@ -66,8 +71,11 @@ end
 return #KEYS
 ";
 
-/// Quotas decided in Redis, for every replica at once.
-pub struct SharedQuotas {
+/// Quotas decided in Redis, for every replica at once; cloning shares them.
+#[derive(Clone)]
+pub struct SharedQuotas(Arc<Inner>);
+
+struct Inner {
     cluster: Arc<Cluster>,
     take_token: Script,
     take_lease: Script,
@@ -76,55 +84,75 @@ pub struct SharedQuotas {
 }
 
 /// A call slot held in Redis until dropped.
-pub struct Lease {
-    quotas: Arc<SharedQuotas>,
+struct Lease {
+    quotas: Arc<Inner>,
     id: String,
+}
+
+fn unreachable() -> StoreError {
+    StoreError::Unreachable("Redis does not answer".into())
 }
 
 impl SharedQuotas {
     /// Quotas through `cluster`, renewing the leases held here while they live.
-    pub fn new(cluster: Arc<Cluster>) -> Arc<Self> {
-        let quotas = Arc::new(Self {
+    pub fn new(cluster: Arc<Cluster>) -> Self {
+        let quotas = Arc::new(Inner {
             cluster,
             take_token: Script::new(TAKE_TOKEN),
             take_lease: Script::new(TAKE_LEASE),
             held: Mutex::default(),
         });
         tokio::spawn(renew(Arc::downgrade(&quotas)));
-        quotas
+        Self(quotas)
     }
+}
 
-    /// Counts one request of `principal` at `per_minute`: `Ok`, the wait until one more fits,
-    /// or `None` when Redis cannot say.
-    pub async fn request(&self, principal: &str, per_minute: u32) -> Option<Result<(), Duration>> {
+#[async_trait]
+impl QuotaStore for SharedQuotas {
+    async fn take_token(
+        &self,
+        principal: &str,
+        per_minute: u32,
+    ) -> Result<Result<(), Duration>, StoreError> {
         let key = key("moat:quota:rate", principal);
         let wait: u64 = self
+            .0
             .cluster
             .run(|mut connection| async move {
-                self.take_token
+                self.0
+                    .take_token
                     .key(key)
                     .arg(per_minute)
                     .invoke_async(&mut connection)
                     .await
             })
-            .await?;
-        Some(match wait {
+            .await
+            .ok_or_else(unreachable)?;
+        Ok(match wait {
             0 => Ok(()),
             ms => Err(Duration::from_millis(ms)),
         })
     }
 
-    /// A lease on one of `principal`'s `limit` call slots, `Err` when all are taken, or `None`
-    /// when Redis cannot say.
-    pub async fn lease(self: &Arc<Self>, principal: &str, limit: u32) -> Option<Result<Lease, ()>> {
+    async fn take_slot(
+        &self,
+        principal: &str,
+        limit: Option<u32>,
+    ) -> Result<Option<Held>, StoreError> {
+        // Unlimited calls are counted where they run only.
+        let Some(limit) = limit else {
+            return Ok(Some(Box::new(())));
+        };
         let key = key("moat:quota:calls", principal);
-        let id = format!("{}:{}", self.cluster.replica(), random_id());
+        let id = format!("{}:{}", self.0.cluster.replica(), random_id());
         let taken: u8 = self
+            .0
             .cluster
             .run(|mut connection| {
                 let (key, id) = (key.clone(), id.clone());
                 async move {
-                    self.take_lease
+                    self.0
+                        .take_lease
                         .key(key)
                         .arg(limit)
                         .arg(&id)
@@ -133,17 +161,23 @@ impl SharedQuotas {
                         .await
                 }
             })
-            .await?;
+            .await
+            .ok_or_else(unreachable)?;
         if taken == 0 {
-            return Some(Err(()));
+            return Ok(None);
         }
-        let mut held = self.held.lock().expect("leases lock");
+        let mut held = self.0.held.lock().expect("leases lock");
         held.insert(id.clone(), key);
-        self.cluster.leases().set(held.len() as i64);
-        Some(Ok(Lease {
-            quotas: self.clone(),
+        self.0.cluster.leases().set(held.len() as i64);
+        Ok(Some(Box::new(Lease {
+            quotas: self.0.clone(),
             id,
-        }))
+        })))
+    }
+
+    fn freed(&self, _: &str) -> BoxFuture<'static, ()> {
+        // A call ending on another replica tells nobody here.
+        Box::pin(tokio::time::sleep(LOOK_AGAIN))
     }
 }
 
@@ -175,7 +209,7 @@ impl Drop for Lease {
 }
 
 /// Renews the leases this replica holds, every third of their life, while it serves.
-async fn renew(quotas: Weak<SharedQuotas>) {
+async fn renew(quotas: Weak<Inner>) {
     let script = Script::new(RENEW_LEASES);
     let mut every = tokio::time::interval(LEASE_TTL / 3);
     every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -212,4 +246,18 @@ fn random_id() -> String {
     let mut bytes = [0u8; 12];
     getrandom::fill(&mut bytes).expect("the system's random source");
     bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster::test_redis::redis_server;
+
+    #[tokio::test]
+    async fn redis_keeps_every_promise() {
+        let Some(server) = redis_server() else {
+            return;
+        };
+        crate::shared::quotas::promises::check(&SharedQuotas::new(server.cluster())).await;
+    }
 }

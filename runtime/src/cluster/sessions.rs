@@ -11,10 +11,13 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use super::Cluster;
+use async_trait::async_trait;
 use rmcp::transport::streamable_http_server::session::store::{
     SessionState, SessionStore, SessionStoreError,
 };
+
+use super::Cluster;
+use crate::shared::sessions::SessionRecords;
 
 /// The sessions of every replica.
 pub struct SharedSessions {
@@ -35,49 +38,6 @@ impl SharedSessions {
             caller,
             touched: Mutex::default(),
         }
-    }
-
-    /// The principal that opened session `id`: `None` when no replica knows it (or Redis
-    /// cannot say).
-    pub async fn owner(&self, id: &str) -> Option<String> {
-        let key = session_key(id);
-        self.cluster
-            .run(|mut connection| async move {
-                redis::cmd("HGET")
-                    .arg(key)
-                    .arg("owner")
-                    .query_async::<Option<String>>(&mut connection)
-                    .await
-            })
-            .await
-            .flatten()
-    }
-
-    /// Records that `principal` opened session `id`.
-    pub async fn opened(&self, id: &str, principal: &str) {
-        self.set(id, "owner", principal).await;
-    }
-
-    /// Records the log level session `id` asked for.
-    pub async fn keep_log_level(&self, id: &str, level: &str) {
-        self.set(id, "log_level", level).await;
-    }
-
-    /// Records the resources session `id` is subscribed to.
-    pub async fn keep_subscriptions(&self, id: &str, uris: &[String]) {
-        let uris = serde_json::to_string(uris).unwrap_or_else(|_| "[]".into());
-        self.set(id, "subscriptions", &uris).await;
-    }
-
-    /// What session `id` set: its log level and its subscriptions, where it set them.
-    pub async fn settings(&self, id: &str) -> (Option<String>, Vec<String>) {
-        let Some((level, uris)) = self.fields(id, ["log_level", "subscriptions"]).await else {
-            return (None, Vec::new());
-        };
-        let uris = uris
-            .and_then(|uris| serde_json::from_str(&uris).ok())
-            .unwrap_or_default();
-        (level, uris)
     }
 
     /// Two fields of session `id`'s hash; `None` when Redis cannot say.
@@ -111,10 +71,59 @@ impl SharedSessions {
             .await;
     }
 
+    fn idle_ms(&self) -> i64 {
+        i64::try_from(self.idle.as_millis()).unwrap_or(i64::MAX)
+    }
+}
+
+#[async_trait]
+impl SessionRecords for SharedSessions {
+    /// `None` when no replica knows it (or Redis cannot say).
+    async fn owner(&self, id: &str) -> Option<String> {
+        let key = session_key(id);
+        self.cluster
+            .run(|mut connection| async move {
+                redis::cmd("HGET")
+                    .arg(key)
+                    .arg("owner")
+                    .query_async::<Option<String>>(&mut connection)
+                    .await
+            })
+            .await
+            .flatten()
+    }
+
+    /// Records that `principal` opened session `id`.
+    async fn opened(&self, id: &str, principal: &str) {
+        self.set(id, "owner", principal).await;
+    }
+
+    /// Records the log level session `id` asked for.
+    async fn keep_log_level(&self, id: &str, level: &str) {
+        self.set(id, "log_level", level).await;
+    }
+
+    /// Records the resources session `id` is subscribed to.
+    async fn keep_subscriptions(&self, id: &str, uris: &[String]) {
+        let uris = serde_json::to_string(uris).unwrap_or_else(|_| "[]".into());
+        self.set(id, "subscriptions", &uris).await;
+    }
+
+    /// What session `id` set: its log level and its subscriptions, where it set them.
+    async fn settings(&self, id: &str) -> (Option<String>, Vec<String>) {
+        let Some((level, uris)) = self.fields(id, ["log_level", "subscriptions"]).await else {
+            return (None, Vec::new());
+        };
+        let uris = uris
+            .and_then(|uris| serde_json::from_str(&uris).ok())
+            .unwrap_or_default();
+        (level, uris)
+    }
+
     /// Keeps session `id` for another idle period: it has just been used. Once per tenth of
     /// that period is enough (a session then lives at least nine tenths of it after its last
     /// use), and spares each request of a busy session its round trip.
-    pub async fn touch(&self, id: &str) {
+    async fn touch(&self, id: &str) {
         {
             let mut touched = self.touched.lock().expect("touched lock");
             let now = Instant::now();
@@ -139,19 +148,18 @@ impl SharedSessions {
             .await;
     }
 
-    /// Counts a session restored here.
-    pub fn restored(&self) {
+    fn restored(&self) {
         self.cluster.restored_session();
     }
 
-    fn idle_ms(&self) -> i64 {
-        i64::try_from(self.idle.as_millis()).unwrap_or(i64::MAX)
+    fn restorer(self: Arc<Self>) -> Option<Arc<dyn SessionStore>> {
+        Some(self)
     }
 }
 
 /// Unavailable shared state is no error to rmcp: a session that cannot be restored is one that
 /// does not exist (404), and one that cannot be stored lives on the replica that opened it.
-#[async_trait::async_trait]
+#[async_trait]
 impl SessionStore for SharedSessions {
     async fn load(&self, id: &str) -> Result<Option<SessionState>, SessionStoreError> {
         let Some((Some(state), Some(owner))) = self.fields(id, ["state", "owner"]).await else {
@@ -184,4 +192,63 @@ impl SessionStore for SharedSessions {
 
 fn session_key(id: &str) -> String {
     super::key("moat:session", id)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster::test_redis::redis_server;
+
+    /// The principal the request being handled acts for, as the test sets it.
+    static CALLER: Mutex<String> = Mutex::new(String::new());
+
+    fn caller() -> String {
+        CALLER.lock().unwrap().clone()
+    }
+
+    #[tokio::test]
+    async fn a_session_is_restored_only_for_the_principal_that_opened_it() {
+        let Some(server) = redis_server() else {
+            return;
+        };
+        let idle = Duration::from_secs(60);
+        let sessions = Arc::new(SharedSessions::new(server.cluster(), idle, caller));
+        let initialize = serde_json::json!({
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "test", "version": "1"}
+        });
+        let state = SessionState::new(serde_json::from_value(initialize).unwrap());
+        sessions.opened("s1", "ada").await;
+        sessions.store("s1", &state).await.unwrap();
+        sessions.keep_log_level("s1", "debug").await;
+        sessions
+            .keep_subscriptions("s1", &["notes://plan".into()])
+            .await;
+
+        assert_eq!(sessions.owner("s1").await.as_deref(), Some("ada"));
+        assert_eq!(sessions.owner("s2").await, None);
+        *CALLER.lock().unwrap() = "vic".into();
+        assert!(
+            sessions.load("s1").await.unwrap().is_none(),
+            "vic gets no session of ada's"
+        );
+        *CALLER.lock().unwrap() = "ada".into();
+        let restored = sessions
+            .load("s1")
+            .await
+            .unwrap()
+            .expect("ada's own session");
+        assert_eq!(restored.initialize_params.client_info.name, "test");
+        let settings = sessions.settings("s1").await;
+        assert_eq!(
+            settings,
+            (Some("debug".into()), vec!["notes://plan".to_string()])
+        );
+
+        sessions.delete("s1").await.unwrap();
+        assert_eq!(sessions.owner("s1").await, None);
+        assert!(sessions.load("s1").await.unwrap().is_none());
+        assert!(sessions.clone().restorer().is_some());
+    }
 }

@@ -14,10 +14,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use async_trait::async_trait;
 use redis::Script;
 
 use super::Cluster;
+use crate::shared::StoreError;
 use crate::shared::seal::Seal;
+use crate::shared::tasks::{Bounds, Stored, TaskRecords};
 
 /// Keeps a task if its principal, and all principals, are under their bounds: KEYS the task, the
 /// principal's tasks, all tasks; ARGV now (ms), the TTL (ms), the bound per principal, the bound
@@ -56,14 +59,8 @@ pub struct SharedTasks {
     replace: Script,
 }
 
-/// Redis could not be asked; the caller may try again shortly.
-#[derive(Debug)]
-pub struct Unreachable;
-
-/// A task's record as last written, and the version to change it from.
-pub struct Stored {
-    pub record: String,
-    pub version: u64,
+fn unreachable() -> StoreError {
+    StoreError::Unreachable("Redis does not answer".into())
 }
 
 impl SharedTasks {
@@ -76,72 +73,11 @@ impl SharedTasks {
         })
     }
 
-    /// The cluster the records are kept in.
-    pub fn cluster(&self) -> &Arc<Cluster> {
-        &self.cluster
-    }
-
-    /// Keeps task `id` of `principal` for `ttl`, unless `principal` has `per_principal` tasks
-    /// already or all principals `in_all`: `Ok(false)` then.
-    pub async fn create(
-        &self,
-        id: &str,
-        principal: &str,
-        record: &str,
-        ttl: Duration,
-        (per_principal, in_all): (usize, usize),
-    ) -> Result<bool, Unreachable> {
-        let record = self.sealed(id, record)?;
-        let now = jiff::Timestamp::now().as_millisecond();
-        let mut invocation = self.create.prepare_invoke();
-        invocation
-            .key(task_key(id))
-            .key(super::key("moat:tasks-of", principal))
-            .key("moat:tasks")
-            .arg(now)
-            .arg(ttl.as_millis() as u64)
-            .arg(per_principal)
-            .arg(in_all)
-            .arg(record);
-        self.cluster
-            .run(|mut connection| async move {
-                invocation.invoke_async::<bool>(&mut connection).await
-            })
-            .await
-            .ok_or(Unreachable)
-    }
-
-    /// Task `id`'s record, if it is kept.
-    pub async fn load(&self, id: &str) -> Result<Option<Stored>, Unreachable> {
-        let key = task_key(id);
-        let found = self
-            .cluster
-            .run(|mut connection| async move {
-                redis::cmd("HMGET")
-                    .arg(key)
-                    .arg("record")
-                    .arg("version")
-                    .query_async::<(Option<Vec<u8>>, Option<u64>)>(&mut connection)
-                    .await
-            })
-            .await
-            .ok_or(Unreachable)?;
-        Ok(match found {
-            (Some(sealed), Some(version)) => self
-                .opened(id, sealed)
-                .map(|record| Stored { record, version }),
-            _ => None,
-        })
-    }
-
     /// `record` sealed for task `id`.
-    fn sealed(&self, id: &str, record: &str) -> Result<Vec<u8>, Unreachable> {
+    fn sealed(&self, id: &str, record: &str) -> Result<Vec<u8>, StoreError> {
         self.seal
             .seal(record.as_bytes(), task_key(id).as_bytes())
-            .map_err(|error| {
-                tracing::error!("could not seal a task record: {error:#}");
-                Unreachable
-            })
+            .map_err(|error| StoreError::Sealing(format!("a task record: {error:#}")))
     }
 
     /// The record sealed for task `id`, if it opens: one written without this key, changed, or
@@ -157,9 +93,61 @@ impl SharedTasks {
         }
         record
     }
+}
 
-    /// Replaces task `id`'s record read at `version`: `Ok(false)` if it changed meanwhile.
-    pub async fn replace(&self, id: &str, version: u64, record: &str) -> Result<bool, Unreachable> {
+#[async_trait]
+impl TaskRecords for SharedTasks {
+    async fn create(
+        &self,
+        id: &str,
+        principal: &str,
+        record: &str,
+        ttl: Duration,
+        bounds: Bounds,
+    ) -> Result<bool, StoreError> {
+        let record = self.sealed(id, record)?;
+        let now = jiff::Timestamp::now().as_millisecond();
+        let mut invocation = self.create.prepare_invoke();
+        invocation
+            .key(task_key(id))
+            .key(super::key("moat:tasks-of", principal))
+            .key("moat:tasks")
+            .arg(now)
+            .arg(ttl.as_millis() as u64)
+            .arg(bounds.per_principal)
+            .arg(bounds.in_all)
+            .arg(record);
+        self.cluster
+            .run(|mut connection| async move {
+                invocation.invoke_async::<bool>(&mut connection).await
+            })
+            .await
+            .ok_or_else(unreachable)
+    }
+
+    async fn load(&self, id: &str) -> Result<Option<Stored>, StoreError> {
+        let key = task_key(id);
+        let found = self
+            .cluster
+            .run(|mut connection| async move {
+                redis::cmd("HMGET")
+                    .arg(key)
+                    .arg("record")
+                    .arg("version")
+                    .query_async::<(Option<Vec<u8>>, Option<u64>)>(&mut connection)
+                    .await
+            })
+            .await
+            .ok_or_else(unreachable)?;
+        Ok(match found {
+            (Some(sealed), Some(version)) => self
+                .opened(id, sealed)
+                .map(|record| Stored { record, version }),
+            _ => None,
+        })
+    }
+
+    async fn replace(&self, id: &str, version: u64, record: &str) -> Result<bool, StoreError> {
         let record = self.sealed(id, record)?;
         let mut invocation = self.replace.prepare_invoke();
         invocation.key(task_key(id)).arg(version).arg(record);
@@ -168,7 +156,7 @@ impl SharedTasks {
                 invocation.invoke_async::<bool>(&mut connection).await
             })
             .await
-            .ok_or(Unreachable)
+            .ok_or_else(unreachable)
     }
 }
 
@@ -182,15 +170,27 @@ mod tests {
     use crate::cluster::test_redis::redis_server;
 
     #[tokio::test]
+    async fn redis_keeps_every_promise() {
+        let Some(server) = redis_server() else {
+            return;
+        };
+        let seal = Seal::for_purpose("moat task records", &[7; 32]).unwrap();
+        crate::shared::tasks::promises::check(&*SharedTasks::new(server.cluster(), seal)).await;
+    }
+
+    #[tokio::test]
     async fn a_record_is_sealed_for_its_task_and_an_edited_or_moved_one_is_no_task() {
         let Some(server) = redis_server() else {
             return;
         };
         let cluster = server.cluster();
         let seal = || Seal::for_purpose("moat task records", &[7; 32]).unwrap();
-        let tasks = SharedTasks::new(cluster, seal());
+        let tasks = SharedTasks::new(cluster.clone(), seal());
         let record = r#"{"tool": "notes_read", "arguments": {"path": "plan-secret.md"}}"#;
-        let bounds = (10, 10);
+        let bounds = Bounds {
+            per_principal: 10,
+            in_all: 10,
+        };
         let ttl = Duration::from_secs(60);
         assert!(
             tasks
@@ -235,7 +235,7 @@ mod tests {
         assert!(tasks.load("t2").await.unwrap().is_none());
         // Another key opens nothing either.
         let other = SharedTasks::new(
-            tasks.cluster().clone(),
+            cluster,
             Seal::for_purpose("moat task records", &[8; 32]).unwrap(),
         );
         assert!(

@@ -1,5 +1,5 @@
 //! What a legacy session sets after `initialize` — its log level, the resources it subscribed
-//! to — kept in the shared store when replicas share sessions, and given back when another
+//! to — told to the other replicas (when there are any), and given back when another
 //! replica restores the session (rmcp marks the `initialize` it replays then). Subscriptions are
 //! taken up again as if the client sent them anew: one the rules now refuse is dropped.
 
@@ -14,34 +14,29 @@ use rmcp::transport::streamable_http_server::SessionRestoreMarker;
 use crate::mcp::server::MoatServer;
 
 impl MoatServer {
-    /// The shared session this request belongs to, if sessions are shared.
-    fn shared_session(
-        &self,
-        context: &RequestContext<RoleServer>,
-    ) -> Option<(
-        std::sync::Arc<crate::cluster::sessions::SharedSessions>,
-        String,
-    )> {
-        let shared = self.catalogue.shared_sessions()?;
+    /// The legacy session this request belongs to.
+    fn session_of(&self, context: &RequestContext<RoleServer>) -> Option<String> {
         let parts = context.extensions.get::<axum::http::request::Parts>()?;
         let id = parts.headers.get("mcp-session-id")?.to_str().ok()?;
-        self.is_in_session().then(|| (shared, id.to_string()))
+        self.is_in_session().then(|| id.to_string())
     }
 
     /// Keeps the log level the session now has, for whichever replica serves it next.
     pub(crate) async fn keep_log_level(&self, context: &RequestContext<RoleServer>) {
-        if let Some((shared, id)) = self.shared_session(context)
+        if let Some(id) = self.session_of(context)
             && let Ok(serde_json::Value::String(level)) = serde_json::to_value(self.log_level())
         {
-            shared.keep_log_level(&id, &level).await;
+            let sessions = self.catalogue.backends().sessions.clone();
+            sessions.keep_log_level(&id, &level).await;
         }
     }
 
     /// Keeps the resources the session now follows, for whichever replica serves it next.
     pub(crate) async fn keep_subscriptions(&self, context: &RequestContext<RoleServer>) {
-        if let Some((shared, id)) = self.shared_session(context) {
+        if let Some(id) = self.session_of(context) {
             let uris: Vec<String> = self.subscriptions().into_iter().collect();
-            shared.keep_subscriptions(&id, &uris).await;
+            let sessions = self.catalogue.backends().sessions.clone();
+            sessions.keep_subscriptions(&id, &uris).await;
         }
     }
 
@@ -51,10 +46,8 @@ impl MoatServer {
         let Some(marker) = context.extensions.get::<SessionRestoreMarker>() else {
             return;
         };
-        let Some(shared) = self.catalogue.shared_sessions() else {
-            return;
-        };
-        let (level, uris) = shared.settings(&marker.id).await;
+        let sessions = self.catalogue.backends().sessions.clone();
+        let (level, uris) = sessions.settings(&marker.id).await;
         if let Some(level) =
             level.and_then(|level| serde_json::from_value::<LoggingLevel>(level.into()).ok())
         {

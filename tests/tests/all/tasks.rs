@@ -9,6 +9,9 @@ use std::time::{Duration, Instant};
 use moat::access::quotas::{Quota, Quotas};
 use moat::mcp::tasks::{Caller, Job, MAX_TASKS_PER_PRINCIPAL, Tasks};
 use moat::plugin::registry::Registry;
+use moat::shared::StoreError;
+use moat::shared::replicas::Alone;
+use moat::shared::tasks::{Bounds, Memory, Stored, TaskRecords};
 use moat_tests::{engine, plugins, source};
 use rmcp::model::{DetailedTask, TaskStatus};
 use serde_json::{Value, json};
@@ -22,8 +25,14 @@ fn registry() -> Arc<Registry> {
 
 /// Tasks that run again on `registry`, under no quota.
 fn tasks_on(registry: &Arc<Registry>) -> Arc<Tasks> {
+    tasks_kept_in(registry, Arc::new(Memory::default()))
+}
+
+/// Tasks as [`tasks_on`], their records kept in `records`.
+fn tasks_kept_in(registry: &Arc<Registry>, records: Arc<dyn TaskRecords>) -> Arc<Tasks> {
     let (_, serving) = tokio::sync::watch::channel(registry.clone());
-    Arc::new(Tasks::new(Arc::default(), serving))
+    let replicas = Arc::new(Alone::default());
+    Arc::new(Tasks::new(Arc::default(), serving, records, replicas))
 }
 
 fn job(registry: &Arc<Registry>, tool: &str, arguments: Value) -> Job {
@@ -310,7 +319,8 @@ async fn a_task_runs_in_one_of_its_principals_call_slots() {
     };
     let quotas = Arc::new(Quotas::new(one_at_a_time, Default::default()));
     let (_, serving) = tokio::sync::watch::channel(registry.clone());
-    let tasks = Arc::new(Tasks::new(quotas.clone(), serving));
+    let (records, replicas) = (Arc::new(Memory::default()), Arc::new(Alone::default()));
+    let tasks = Arc::new(Tasks::new(quotas.clone(), serving, records, replicas));
     // Alice's one slot is taken (by a call of hers that is running).
     let held = quotas.call("alice").await.unwrap();
     let quick = json!({"seconds": 0, "label": "quick"});
@@ -355,5 +365,94 @@ async fn a_task_runs_in_one_of_its_principals_call_slots() {
     assert!(
         quotas.call("alice").await.is_ok(),
         "a cancelled task gives it back"
+    );
+}
+
+#[tokio::test]
+async fn a_replica_sharing_the_records_answers_for_a_task_another_began() {
+    let registry = registry();
+    let records: Arc<dyn TaskRecords> = Arc::new(Memory::default());
+    let (here, there) = (
+        tasks_kept_in(&registry, records.clone()),
+        tasks_kept_in(&registry, records),
+    );
+    let task = asking(&here, &registry).await;
+    let id = &task.task_id;
+    until(&there, "alice", id, TaskStatus::InputRequired).await;
+    assert!(there.get("bob", id, Caller::anything()).await.is_err());
+
+    // Answered there, it runs there, and here reads the result.
+    let answers = [
+        (
+            "user_name",
+            json!({"action": "accept", "content": {"name": "Ada"}}),
+        ),
+        (
+            "user_color",
+            json!({"action": "accept", "content": {"color": "teal"}}),
+        ),
+    ];
+    let answers = answers
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
+    there
+        .update("alice", id, &answers, Caller::anything())
+        .await
+        .unwrap();
+    let done = until(&here, "alice", id, TaskStatus::Completed).await;
+    assert_eq!(done["result"]["content"][0]["text"], "Ada likes teal.");
+}
+
+/// A store that cannot be asked now (Redis down).
+struct Unreachable;
+
+#[async_trait::async_trait]
+impl TaskRecords for Unreachable {
+    async fn create(
+        &self,
+        _: &str,
+        _: &str,
+        _: &str,
+        _: Duration,
+        _: Bounds,
+    ) -> Result<bool, StoreError> {
+        Err(StoreError::Unreachable("no answer".into()))
+    }
+
+    async fn load(&self, _: &str) -> Result<Option<Stored>, StoreError> {
+        Err(StoreError::Unreachable("no answer".into()))
+    }
+
+    async fn replace(&self, _: &str, _: u64, _: &str) -> Result<bool, StoreError> {
+        Err(StoreError::Unreachable("no answer".into()))
+    }
+}
+
+#[tokio::test]
+async fn a_store_that_cannot_be_reached_refuses_tasks_and_says_to_retry() {
+    let registry = registry();
+    let tasks = tasks_kept_in(&registry, Arc::new(Unreachable));
+    let job = job(
+        &registry,
+        "test_slow_compute",
+        json!({"seconds": 0, "label": "x"}),
+    );
+    let refused = tasks.start("alice", job, Vec::new()).await.unwrap_err();
+    assert!(
+        refused.message.contains("try again in a moment"),
+        "{}",
+        refused.message
+    );
+    assert_eq!(refused.data, Some(json!({"retryable": true})));
+    let unknown = tasks
+        .get("alice", "t1", Caller::anything())
+        .await
+        .unwrap_err();
+    assert_eq!(
+        unknown.data,
+        Some(json!({"retryable": true})),
+        "{}",
+        unknown.message
     );
 }

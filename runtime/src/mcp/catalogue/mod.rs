@@ -17,15 +17,12 @@ use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use rmcp::ErrorData as McpError;
 use rmcp::RoleServer;
-use rmcp::service::{Peer, SubscriptionContext};
+use rmcp::service::Peer;
 use tokio::sync::watch;
 
 use crate::access::Principal;
 use crate::access::quotas::Quotas;
 use crate::access::tool_sets::ToolSets;
-use crate::cluster::Cluster;
-use crate::cluster::events::Event;
-use crate::cluster::sessions::SharedSessions;
 use crate::mcp::audit::AuditLog;
 use crate::mcp::instructions;
 use crate::mcp::metrics::Metrics;
@@ -36,7 +33,11 @@ use crate::plugin::prompts::Prompt;
 use crate::plugin::registry::Registry;
 use crate::plugin::resources::{Located, Resource};
 use crate::plugin::{Plugin, Tool};
+use crate::shared::Backends;
+use crate::shared::replicas::Event;
 use crate::upstream::Broker;
+
+mod changes;
 
 /// Tools per `tools/list` page unless configured otherwise.
 pub const DEFAULT_PAGE_SIZE: NonZeroUsize = NonZeroUsize::new(100).unwrap();
@@ -93,10 +94,8 @@ struct Inner {
     updates: tokio::sync::broadcast::Sender<String>,
     /// Tool-list changes other replicas announce, for 2026-07-28 subscription streams.
     tools_elsewhere: tokio::sync::broadcast::Sender<()>,
-    /// The other replicas, told of resource updates raised here (and telling of theirs).
-    cluster: std::sync::OnceLock<Arc<Cluster>>,
-    /// Every replica's legacy sessions, when they share them.
-    shared_sessions: std::sync::OnceLock<Arc<SharedSessions>>,
+    /// Where the state shared with other replicas (if any) is kept, and the replicas themselves.
+    backends: Backends,
     /// Where callers' own credentials for upstreams come from (`[credentials]`); a reload
     /// replaces it when the sources changed.
     credentials: std::sync::RwLock<Option<Arc<Broker>>>,
@@ -117,22 +116,46 @@ pub struct Page<'a> {
 }
 
 impl Catalogue {
-    /// Serves `registry`, listing `page_size` tools per page.
+    /// Serves `registry`, listing `page_size` tools per page, as a moat with no other replica.
     pub fn new(registry: Arc<Registry>, page_size: NonZeroUsize) -> Self {
-        Self::with_audit(registry, page_size, None)
+        Self::build(registry, page_size, None, Backends::alone())
     }
 
-    /// Serves `registry` as [`Catalogue::new`] does, recording every call in `audit`.
-    pub fn with_audit(
+    /// Serves `registry` as [`Catalogue::new`] does, recording every call in `audit`, keeping
+    /// what replicas share in `backends`, and acting on what the other replicas tell (from
+    /// within the runtime, which it listens on).
+    pub fn with_backends(
         registry: Arc<Registry>,
         page_size: NonZeroUsize,
         audit: Option<Arc<AuditLog>>,
+        backends: Backends,
     ) -> Self {
-        let quotas = Arc::new(Quotas::default());
+        let catalogue = Self::build(registry, page_size, audit, backends);
+        let events = catalogue.inner.backends.replicas.events();
+        tokio::spawn(changes::hear_updates(
+            Arc::downgrade(&catalogue.inner),
+            events,
+        ));
+        catalogue
+    }
+
+    fn build(
+        registry: Arc<Registry>,
+        page_size: NonZeroUsize,
+        audit: Option<Arc<AuditLog>>,
+        backends: Backends,
+    ) -> Self {
+        let quotas = Arc::new(Quotas::counted_in(backends.quotas.clone()));
         let current = watch::Sender::new(registry);
+        let tasks = Tasks::new(
+            quotas.clone(),
+            current.subscribe(),
+            backends.tasks.clone(),
+            backends.replicas.clone(),
+        );
         Self {
             inner: Arc::new(Inner {
-                tasks: Arc::new(Tasks::new(quotas.clone(), current.subscribe())),
+                tasks: Arc::new(tasks),
                 current,
                 page_size,
                 sessions: Mutex::new(Vec::new()),
@@ -145,8 +168,7 @@ impl Catalogue {
                 quotas,
                 updates: tokio::sync::broadcast::Sender::new(MAX_PENDING_UPDATES),
                 tools_elsewhere: tokio::sync::broadcast::Sender::new(MAX_PENDING_UPDATES),
-                cluster: std::sync::OnceLock::new(),
-                shared_sessions: std::sync::OnceLock::new(),
+                backends,
                 credentials: std::sync::RwLock::default(),
                 credential_store: Mutex::default(),
                 loopback: Default::default(),
@@ -344,7 +366,7 @@ impl Catalogue {
         if sources.is_empty() {
             return Ok(CredentialSources::New(None, store));
         }
-        let keeping = crate::upstream::consent::keeping(store.as_ref(), self.inner.cluster.get())?;
+        let keeping = self.inner.backends.consents.keeping(store.as_ref())?;
         let broker = Arc::new(Broker::new(sources, keeping)?);
         Ok(CredentialSources::New(Some(broker), store))
     }
@@ -362,64 +384,9 @@ impl Catalogue {
         *self.inner.sealer.write().expect("sealer lock") = Arc::new(sealer);
     }
 
-    /// Tells this legacy session of updates of the resources in `subscribed`, as long as it lasts.
-    pub fn watch_resources(&self, peer: Peer<RoleServer>, subscribed: Subscribed) {
-        let mut watchers = self.inner.watchers.lock().expect("watchers lock");
-        watchers.retain(|(peer, _)| !peer.is_transport_closed());
-        if !watchers.iter().any(|(_, s)| Arc::ptr_eq(s, &subscribed)) {
-            watchers.push((peer, subscribed));
-        }
-    }
-
-    /// Keeps what legacy sessions set in `shared`, for the replica that restores one (once; a
-    /// second call is ignored).
-    pub fn share_sessions(&self, shared: Arc<SharedSessions>) {
-        let _ = self.inner.shared_sessions.set(shared);
-    }
-
-    /// Every replica's legacy sessions, when they share them.
-    pub fn shared_sessions(&self) -> Option<Arc<SharedSessions>> {
-        self.inner.shared_sessions.get().cloned()
-    }
-
-    /// Tells the other replicas of the resource updates and tool-list changes here, and the
-    /// clients here of theirs (once; a second call is ignored). Another replica's tool-list
-    /// change reaches every listener here, whatever it may see: which tools changed for whom is
-    /// that replica's to know, and a list asked for again costs a client one request.
-    pub fn share_updates(&self, cluster: Arc<Cluster>) {
-        let events = cluster.events();
-        if self.inner.cluster.set(cluster).is_ok() {
-            tokio::spawn(hear_updates(Arc::downgrade(&self.inner), events));
-        }
-    }
-
-    /// Sends `notifications/resources/updated` for `uri` to every session and subscription
-    /// stream subscribed to it, on every replica.
-    pub async fn resource_updated(&self, uri: &str) {
-        if let Some(cluster) = self.inner.cluster.get() {
-            let uri = uri.to_string();
-            cluster.publish(Event::ResourceUpdated { uri }).await;
-        }
-        self.tell_resource_updated(uri).await;
-    }
-
-    /// Sends `notifications/resources/updated` for `uri` to the sessions and subscription
-    /// streams here subscribed to it.
-    async fn tell_resource_updated(&self, uri: &str) {
-        let _ = self.inner.updates.send(uri.to_string());
-        let peers: Vec<Peer<RoleServer>> = {
-            let mut watchers = self.inner.watchers.lock().expect("watchers lock");
-            watchers.retain(|(peer, _)| !peer.is_transport_closed());
-            watchers
-                .iter()
-                .filter(|(_, s)| s.lock().expect("subscriptions lock").contains(uri))
-                .map(|(peer, _)| peer.clone())
-                .collect()
-        };
-        for peer in peers {
-            let param = rmcp::model::ResourceUpdatedNotificationParam::new(uri.to_string());
-            let _ = peer.notify_resource_updated(param).await;
-        }
+    /// Where the state shared with other replicas (if any) is kept.
+    pub fn backends(&self) -> &Backends {
+        &self.inner.backends
     }
 
     /// The registry as it is now; hold on to it for the whole request.
@@ -433,7 +400,7 @@ impl Catalogue {
         // Compared, and the old registry freed, outside the lock that requests take.
         let previous = self.current();
         let everyone = ToolSets::default();
-        let changed = !same_tools(
+        let changed = !changes::same_tools(
             (&previous, &everyone),
             (&registry, &everyone),
             &Principal::anonymous(),
@@ -445,9 +412,11 @@ impl Catalogue {
         if changed {
             let sets = self.tool_sets();
             self.notify_sessions((&previous, &sets), (&self.current(), &sets));
-            if let Some(cluster) = self.inner.cluster.get().cloned() {
-                tokio::spawn(async move { cluster.publish(Event::ToolsChanged).await });
-            }
+            self.inner
+                .backends
+                .replicas
+                .clone()
+                .tell(Event::ToolsChanged);
         }
         changed
     }
@@ -476,183 +445,12 @@ impl Catalogue {
             next_cursor,
         })
     }
-
-    /// Tells this legacy session, which serves `principal`, of every later change of the
-    /// tools `principal` sees.
-    pub fn follow(&self, peer: Peer<RoleServer>, principal: Principal) {
-        let mut sessions = self.inner.sessions.lock().expect("sessions lock");
-        sessions.retain(|(peer, _)| !peer.is_transport_closed());
-        sessions.push((peer, principal));
-    }
-
-    /// Serves one `subscriptions/listen` stream of `principal`: a tool-list change
-    /// notification on each change of the tools `principal` sees, until the client ends the
-    /// stream.
-    pub async fn listen(
-        &self,
-        subscription: SubscriptionContext,
-        principal: Principal,
-    ) -> Result<(), McpError> {
-        let mut changes = self.inner.current.subscribe();
-        let mut updates = self.inner.updates.subscribe();
-        let mut elsewhere = self.inner.tools_elsewhere.subscribe();
-        let tools = subscription.accepted().tools_list_changed == Some(true);
-        let resources: BTreeSet<String> = subscription
-            .accepted()
-            .resource_subscriptions
-            .iter()
-            .flatten()
-            .cloned()
-            .collect();
-        let mut seen = fingerprint(&self.current(), &self.tool_sets(), &principal);
-        loop {
-            tokio::select! {
-                () = subscription.cancelled() => return Ok(()),
-                update = updates.recv(), if !resources.is_empty() => {
-                    let uri = match update {
-                        Ok(uri) => uri,
-                        Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
-                        Err(_) => return Ok(()),
-                    };
-                    // Only a resource the caller may read, as of now.
-                    let visible = self.find_resource(&self.current(), &principal, &uri).is_some();
-                    if resources.contains(&uri) && visible
-                        && let Err(error) = subscription.sink().notify_resource_updated(uri).await
-                    {
-                        tracing::debug!("a resource subscription ended: {error}");
-                        return Ok(());
-                    }
-                }
-                Ok(()) = elsewhere.recv(), if tools => {
-                    if let Err(error) = subscription.sink().notify_tool_list_changed().await {
-                        tracing::debug!("a tool-list subscription ended: {error}");
-                        return Ok(());
-                    }
-                }
-                changed = changes.changed(), if tools => {
-                    if changed.is_err() {
-                        return Ok(()); // the server is shutting down
-                    }
-                    let now = fingerprint(&self.current(), &self.tool_sets(), &principal);
-                    if now == seen {
-                        continue; // others' tools changed, not this caller's
-                    }
-                    seen = now;
-                    if let Err(error) = subscription.sink().notify_tool_list_changed().await {
-                        tracing::debug!("a tool-list subscription ended: {error}");
-                        return Ok(());
-                    }
-                }
-            }
-        }
-    }
-
-    /// Tells every legacy session and tool-list subscription stream here that another
-    /// replica's tools changed.
-    fn tell_tools_changed_elsewhere(&self) {
-        let _ = self.inner.tools_elsewhere.send(());
-        let mut sessions = self.inner.sessions.lock().expect("sessions lock");
-        sessions.retain(|(peer, _)| !peer.is_transport_closed());
-        for (peer, _) in sessions.iter() {
-            tell_tools_changed(peer.clone());
-        }
-    }
-
-    /// Sends its notification to each legacy session whose principal's tools differ between
-    /// `before` and `after`; a client slow to read holds up no one else.
-    fn notify_sessions(&self, before: (&Registry, &ToolSets), after: (&Registry, &ToolSets)) {
-        let mut sessions = self.inner.sessions.lock().expect("sessions lock");
-        sessions.retain(|(peer, _)| !peer.is_transport_closed());
-        for (peer, principal) in sessions.iter() {
-            if same_tools(before, after, principal) {
-                continue;
-            }
-            tell_tools_changed(peer.clone());
-        }
-    }
-}
-
-/// Sends a legacy session its tool-list notification, without waiting: a client slow to read
-/// holds up no one else.
-fn tell_tools_changed(peer: Peer<RoleServer>) {
-    tokio::spawn(async move {
-        if let Err(error) = peer.notify_tool_list_changed().await {
-            tracing::debug!("a session did not take the tool-list change: {error}");
-        }
-    });
-}
-
-/// Tells the clients here of the resource updates other replicas raise, while the catalogue lives.
-async fn hear_updates(
-    inner: std::sync::Weak<Inner>,
-    mut events: tokio::sync::broadcast::Receiver<Event>,
-) {
-    while let Some(event) = crate::cluster::events::next(&mut events).await {
-        let Some(inner) = inner.upgrade() else {
-            return;
-        };
-        let catalogue = Catalogue { inner };
-        match event {
-            Event::ResourceUpdated { uri } => catalogue.tell_resource_updated(&uri).await,
-            Event::ToolsChanged => catalogue.tell_tools_changed_elsewhere(),
-            Event::ConsentArrived => {
-                if let Some(broker) = catalogue.credentials() {
-                    broker.consent_arrived();
-                }
-            }
-            Event::StopRun { .. } => {}
-        }
-    }
 }
 
 impl From<Arc<Registry>> for Catalogue {
     fn from(registry: Arc<Registry>) -> Self {
         Self::new(registry, DEFAULT_PAGE_SIZE)
     }
-}
-
-/// Whether `principal` sees the same tools in both, as a client sees them.
-fn same_tools(
-    old: (&Registry, &ToolSets),
-    new: (&Registry, &ToolSets),
-    principal: &Principal,
-) -> bool {
-    let old = seen(old, principal);
-    let new = seen(new, principal);
-    old.len() == new.len()
-        && old.iter().zip(&new).all(|(a, b)| {
-            a.name == b.name
-                && a.description == b.description
-                && a.input_schema == b.input_schema
-                && a.output_schema == b.output_schema
-        })
-}
-
-/// A digest of the tools `principal` sees, as a client sees them: equal digests, same tools.
-fn fingerprint(registry: &Registry, sets: &ToolSets, principal: &Principal) -> [u8; 32] {
-    use sha2::{Digest, Sha256};
-    let mut hash = Sha256::new();
-    for tool in seen((registry, sets), principal) {
-        for part in [
-            tool.name.as_str(),
-            tool.description.as_str(),
-            &serde_json::to_string(&*tool.input_schema).unwrap_or_default(),
-            &serde_json::to_string(&tool.output_schema).unwrap_or_default(),
-        ] {
-            hash.update((part.len() as u64).to_le_bytes());
-            hash.update(part.as_bytes());
-        }
-    }
-    hash.finalize().into()
-}
-
-/// The tools of `registry` that `principal` sees.
-fn seen<'a>((registry, sets): (&'a Registry, &ToolSets), principal: &Principal) -> Vec<&'a Tool> {
-    registry
-        .tools()
-        .filter(|(plugin, tool)| sets.allows(principal, &plugin.name, &tool.name))
-        .map(|(_, tool)| tool)
-        .collect()
 }
 
 fn encode_cursor(last_name: &str) -> String {

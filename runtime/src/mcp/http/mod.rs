@@ -42,8 +42,6 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use crate::cluster::Cluster;
-use crate::cluster::sessions::SharedSessions;
 use crate::mcp::catalogue::Catalogue;
 use crate::mcp::http::auth::{Authentication, Guard};
 use crate::mcp::http::quotas::Limiter;
@@ -74,8 +72,6 @@ pub struct Settings {
     pub draining: CancellationToken,
     /// How long moat serves on once `draining` is cancelled, before it stops taking requests.
     pub drain: Duration,
-    /// The state replicas share, when they do.
-    pub cluster: Option<Arc<Cluster>>,
 }
 
 /// What a reload may change while moat serves: read once by each request, as it is then.
@@ -203,7 +199,6 @@ impl Settings {
             live: Live::default(),
             draining: CancellationToken::new(),
             drain: Duration::ZERO,
-            cluster: None,
         }
     }
 }
@@ -339,14 +334,7 @@ pub fn router(
 ) -> axum::Router {
     let live = settings.live.clone();
     let draining = settings.draining.clone();
-    let shared_sessions = settings.cluster.clone().map(|cluster| {
-        Arc::new(SharedSessions::new(cluster, settings.session_idle, || {
-            auth::caller().name
-        }))
-    });
-    if let Some(shared) = &shared_sessions {
-        catalogue.share_sessions(shared.clone());
-    }
+    let shared_sessions = catalogue.backends().sessions.clone();
     let (gate, listening) = settings.split();
     let mut config = StreamableHttpServerConfig::default();
     let loopback_origins = ["http://localhost:*", "http://127.0.0.1:*", "http://[::1]:*"];
@@ -362,9 +350,7 @@ pub fn router(
     config.json_response = true;
     config.cancellation_token = shutdown.clone();
     // Any replica restores a legacy session another opened, for its owner only.
-    config.session_store = shared_sessions.clone().map(|store| {
-        store as Arc<dyn rmcp::transport::streamable_http_server::session::SessionStore>
-    });
+    config.session_store = shared_sessions.clone().restorer();
     let mut manager = LocalSessionManager::default();
     manager.session_config.keep_alive = Some(listening.session_idle);
     let manager = Arc::new(manager);

@@ -6,7 +6,7 @@
 //! on every method: it can neither post to it (answering the question its guest waits on) nor
 //! read its stream nor end it.
 //!
-//! When replicas share state, a session opened on one is served by any ([`SharedSessions`]):
+//! When replicas share state, a session opened on one is served by any ([`SessionRecords`]):
 //! the owner is looked up there for an id this replica does not know, and rmcp restores the
 //! session (replaying its `initialize`) only for that owner.
 
@@ -20,7 +20,7 @@ use axum::response::{IntoResponse, Response};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 
 use crate::access::Principal;
-use crate::cluster::sessions::SharedSessions;
+use crate::shared::sessions::SessionRecords;
 
 const SESSION_HEADER: &str = "mcp-session-id";
 
@@ -30,12 +30,12 @@ pub struct Sessions {
     manager: Arc<LocalSessionManager>,
     /// Session id → the name of the principal that opened it, for the sessions on this replica.
     owners: Arc<Mutex<HashMap<String, String>>>,
-    /// Every replica's sessions, when they share them.
-    shared: Option<Arc<SharedSessions>>,
+    /// What the other replicas know of sessions.
+    shared: Arc<dyn SessionRecords>,
 }
 
 impl Sessions {
-    pub fn new(manager: Arc<LocalSessionManager>, shared: Option<Arc<SharedSessions>>) -> Self {
+    pub fn new(manager: Arc<LocalSessionManager>, shared: Arc<dyn SessionRecords>) -> Self {
         Self {
             manager,
             owners: Arc::default(),
@@ -87,10 +87,9 @@ pub async fn bind_to_principal(
     };
     if let Some(id) = session_id(request.headers()) {
         let here = sessions.owner(&id);
-        let owner = match (&here, &sessions.shared) {
-            (Some(owner), _) => Some(owner.clone()),
-            (None, Some(shared)) => shared.owner(&id).await,
-            (None, None) => None,
+        let owner = match &here {
+            Some(owner) => Some(owner.clone()),
+            None => sessions.shared.owner(&id).await,
         };
         // An id no session has is for rmcp to answer: a 2026-07-28 request may carry one.
         if let Some(owner) = owner
@@ -102,9 +101,7 @@ pub async fn bind_to_principal(
             );
             return not_found();
         }
-        let Some(shared) = sessions.shared.clone() else {
-            return next.run(request).await;
-        };
+        let shared = sessions.shared.clone();
         if here.is_some() {
             // Used: kept for another idle period, for whichever replica serves it next.
             let touched = id.clone();
@@ -126,9 +123,7 @@ pub async fn bind_to_principal(
     let response = next.run(request).await;
     if let Some(id) = session_id(response.headers()) {
         sessions.opened(&id, &principal).await;
-        if let Some(shared) = &sessions.shared {
-            shared.opened(&id, &principal).await;
-        }
+        sessions.shared.opened(&id, &principal).await;
     }
     response
 }

@@ -11,7 +11,7 @@
 //! began. Each run holds one of its principal's call slots ([`Quotas`]) while the tool runs,
 //! waiting for one when they are all taken: a caller's tasks are no way around its quota.
 //!
-//! When replicas share state ([`Tasks::share`]), the records live in Redis and any replica
+//! When replicas share state (`[cluster]`), the records live in Redis and any replica
 //! answers `tasks/get`, `tasks/update` and `tasks/cancel`: the replica that takes a round's last
 //! answer runs the tool again; a cancel reaches the replica running the guest, which stops it;
 //! and a task whose replica died while running it is failed, or run again where it is asked
@@ -32,13 +32,13 @@ use serde_json::{Value, json};
 use tokio::sync::watch;
 
 use crate::access::quotas::Quotas;
-use crate::cluster::events::Event;
-use crate::cluster::tasks::SharedTasks;
 use crate::mcp::asking::{self, Round, Rounds};
 use crate::plugin::registry::Registry;
 use crate::plugin::{CallError, Exchange};
 use crate::sandbox::host::{Detach, Question};
 use crate::sandbox::network::CallCredentials;
+use crate::shared::replicas::{Event, Replicas};
+use crate::shared::tasks::TaskRecords;
 use store::{Record, Runner, State, Store, now, now_ms, unreachable};
 
 /// How long a task is kept, from when it began.
@@ -112,6 +112,8 @@ pub struct Tasks {
     serving: watch::Receiver<Arc<Registry>>,
     /// The runs going on here, by run id, to stop on `tasks/cancel`.
     runs: Mutex<HashMap<String, tokio::task::AbortHandle>>,
+    /// Set once this replica listens for the runs other replicas cancel: from its first run.
+    listening: std::sync::Once,
 }
 
 fn unknown(id: &str) -> McpError {
@@ -122,22 +124,20 @@ fn unknown(id: &str) -> McpError {
 }
 
 impl Tasks {
-    /// Tasks whose runs count towards `quotas`, and run again on the tools of `serving`.
-    pub fn new(quotas: Arc<Quotas>, serving: watch::Receiver<Arc<Registry>>) -> Self {
+    /// Tasks kept in `records`, whose runs count towards `quotas`, and run again on the tools
+    /// of `serving`; the runs here that another of `replicas` cancels are stopped.
+    pub fn new(
+        quotas: Arc<Quotas>,
+        serving: watch::Receiver<Arc<Registry>>,
+        records: Arc<dyn TaskRecords>,
+        replicas: Arc<dyn Replicas>,
+    ) -> Self {
         Self {
-            store: Store::default(),
+            store: Store::new(records, replicas),
             quotas,
             serving,
             runs: Mutex::default(),
-        }
-    }
-
-    /// Keeps the records in Redis from now on, and stops the runs here that another replica
-    /// cancels (once; a second call is ignored).
-    pub fn share(self: &Arc<Self>, shared: Arc<SharedTasks>) {
-        let events = shared.cluster().events();
-        if self.store.share(shared) {
-            tokio::spawn(stop_runs_cancelled_elsewhere(Arc::downgrade(self), events));
+            listening: std::sync::Once::new(),
         }
     }
 
@@ -192,6 +192,10 @@ impl Tasks {
         record: &Record,
         caller: Caller,
     ) {
+        self.listening.call_once(|| {
+            let events = self.store.events();
+            tokio::spawn(stop_runs_cancelled_elsewhere(Arc::downgrade(self), events));
+        });
         let tasks = self.clone();
         let (id, run) = (id.to_string(), runner.run.clone());
         let principal = record.principal.clone();
@@ -250,7 +254,7 @@ impl Tasks {
         &self,
         id: &str,
         mut change: impl FnMut(&mut Record) -> T,
-    ) -> Result<Option<(T, Record)>, crate::cluster::tasks::Unreachable> {
+    ) -> Result<Option<(T, Record)>, crate::shared::StoreError> {
         loop {
             let Some((mut record, version)) = self.store.load(id).await? else {
                 return Ok(None);
@@ -443,7 +447,7 @@ async fn stop_runs_cancelled_elsewhere(
     tasks: Weak<Tasks>,
     mut events: tokio::sync::broadcast::Receiver<Event>,
 ) {
-    while let Some(event) = crate::cluster::events::next(&mut events).await {
+    while let Some(event) = crate::shared::replicas::next(&mut events).await {
         let Some(tasks) = tasks.upgrade() else {
             return;
         };

@@ -1,9 +1,9 @@
-//! Where task records are kept: in this process, or in Redis when replicas share them
-//! ([`crate::cluster::tasks`]), chosen once when moat starts. Both keep a record with a version
-//! that every change bumps, so a change made from a stale read is refused and made again.
+//! Task records as the tasks read and write them, kept by whichever backend moat started with
+//! ([`TaskRecords`]): a record carries a version that every change bumps, so a change made from
+//! a stale read is refused and made again.
 
-use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use rmcp::ErrorData as McpError;
 use rmcp::model::{ClientCapabilities, JsonObject, Task, TaskStatus};
@@ -11,10 +11,11 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::{MAX_TASKS, MAX_TASKS_PER_PRINCIPAL, POLL_INTERVAL_MS, TASK_TTL};
-use crate::cluster::events::Event;
-use crate::cluster::tasks::{SharedTasks, Unreachable};
 use crate::mcp::asking::Round;
 use crate::sandbox::host::Question;
+use crate::shared::StoreError;
+use crate::shared::replicas::{Event, Replicas};
+use crate::shared::tasks::{Bounds, TaskRecords};
 
 /// One task: whose it is, what it runs, where it stands.
 #[derive(Clone, Serialize, Deserialize)]
@@ -85,10 +86,6 @@ impl Record {
     pub fn touch(&mut self) {
         self.updated_at = now();
     }
-
-    fn expired(&self, now_ms: i64) -> bool {
-        now_ms - self.began >= TASK_TTL.as_millis() as i64
-    }
 }
 
 pub(super) fn now() -> String {
@@ -99,63 +96,46 @@ pub(super) fn now_ms() -> i64 {
     jiff::Timestamp::now().as_millisecond()
 }
 
-/// The task records, here or in Redis.
-#[derive(Default)]
+/// The task records, and the replicas that may run them.
 pub(super) struct Store {
-    local: Mutex<HashMap<String, (Record, u64)>>,
-    shared: OnceLock<Arc<SharedTasks>>,
+    records: Arc<dyn TaskRecords>,
+    replicas: Arc<dyn Replicas>,
 }
 
-/// The error of a store that cannot be reached now.
-pub(super) fn unreachable(_: Unreachable) -> McpError {
-    McpError::internal_error(
-        "tasks are shared between replicas through Redis, which does not answer now: try again \
-         in a moment",
-        Some(json!({"retryable": true})),
-    )
+/// The error of a store that cannot answer now.
+pub(super) fn unreachable(error: StoreError) -> McpError {
+    match error {
+        StoreError::Unreachable(_) => McpError::internal_error(
+            "tasks are shared between replicas through Redis, which does not answer now: try \
+             again in a moment",
+            Some(json!({"retryable": true})),
+        ),
+        StoreError::Sealing(why) => McpError::internal_error(why, None),
+    }
 }
 
 impl Store {
-    /// Keeps records in `shared` from now on.
-    pub fn share(&self, shared: Arc<SharedTasks>) -> bool {
-        self.shared.set(shared).is_ok()
+    pub fn new(records: Arc<dyn TaskRecords>, replicas: Arc<dyn Replicas>) -> Self {
+        Self { records, replicas }
     }
 
     /// This replica (run) as runners name it.
     pub fn instance(&self) -> &str {
-        match self.shared.get() {
-            Some(shared) => shared.cluster().instance(),
-            None => "local",
-        }
+        self.replicas.instance()
     }
 
     /// Keeps the new task `id`, unless its principal (or everyone) has too many.
     pub async fn create(&self, id: &str, record: &Record) -> Result<(), McpError> {
-        let bounds = (MAX_TASKS_PER_PRINCIPAL, MAX_TASKS);
-        let kept = match self.shared.get() {
-            Some(shared) => {
-                let text = serde_json::to_string(record)
-                    .map_err(|e| McpError::internal_error(e.to_string(), None))?;
-                shared
-                    .create(id, &record.principal, &text, TASK_TTL, bounds)
-                    .await
-                    .map_err(unreachable)?
-            }
-            None => {
-                let mut local = self.local.lock().expect("tasks lock");
-                let now = now_ms();
-                local.retain(|_, (kept, _)| !kept.expired(now));
-                let mine = local
-                    .values()
-                    .filter(|(kept, _)| kept.principal == record.principal)
-                    .count();
-                let kept = local.len() < bounds.1 && mine < bounds.0;
-                if kept {
-                    local.insert(id.to_string(), (record.clone(), 1));
-                }
-                kept
-            }
+        let bounds = Bounds {
+            per_principal: MAX_TASKS_PER_PRINCIPAL,
+            in_all: MAX_TASKS,
         };
+        let text = serde_json::to_string(record)
+            .map_err(|e| McpError::internal_error(e.to_string(), None))?;
+        let kept = (self.records)
+            .create(id, &record.principal, &text, TASK_TTL, bounds)
+            .await
+            .map_err(unreachable)?;
         if kept {
             return Ok(());
         }
@@ -170,22 +150,15 @@ impl Store {
     }
 
     /// Task `id`'s record and version, while it is kept.
-    pub async fn load(&self, id: &str) -> Result<Option<(Record, u64)>, Unreachable> {
-        let Some(shared) = self.shared.get() else {
-            let local = self.local.lock().expect("tasks lock");
-            return Ok(local
-                .get(id)
-                .filter(|(record, _)| !record.expired(now_ms()))
-                .cloned());
-        };
-        let Some(stored) = shared.load(id).await? else {
+    pub async fn load(&self, id: &str) -> Result<Option<(Record, u64)>, StoreError> {
+        let Some(stored) = self.records.load(id).await? else {
             return Ok(None);
         };
         match serde_json::from_str(&stored.record) {
             Ok(record) => Ok(Some((record, stored.version))),
             Err(error) => {
                 // Written by another version of moat, or by something else: not a task of ours.
-                tracing::warn!("a task record in Redis that moat cannot read: {error}");
+                tracing::warn!("a task record that moat cannot read: {error}");
                 Ok(None)
             }
         }
@@ -197,34 +170,25 @@ impl Store {
         id: &str,
         version: u64,
         record: &Record,
-    ) -> Result<bool, Unreachable> {
-        let Some(shared) = self.shared.get() else {
-            let mut local = self.local.lock().expect("tasks lock");
-            return Ok(match local.get_mut(id) {
-                Some(kept) if kept.1 == version => {
-                    *kept = (record.clone(), version + 1);
-                    true
-                }
-                _ => false,
-            });
-        };
-        let text = serde_json::to_string(record).map_err(|_| Unreachable)?;
-        shared.replace(id, version, &text).await
+    ) -> Result<bool, StoreError> {
+        let text = serde_json::to_string(record)
+            .map_err(|error| StoreError::Sealing(format!("a task record: {error}")))?;
+        self.records.replace(id, version, &text).await
     }
 
     /// Whether replica run `instance` is alive; when no one can say, it is taken to be.
     pub async fn alive(&self, instance: &str) -> bool {
-        match self.shared.get() {
-            Some(shared) => shared.cluster().alive(instance).await.unwrap_or(true),
-            None => true,
-        }
+        self.replicas.alive(instance).await
     }
 
     /// Tells the replica running `run` to stop it.
     pub async fn stop_elsewhere(&self, run: &str) {
-        if let Some(shared) = self.shared.get() {
-            let run = run.to_string();
-            shared.cluster().publish(Event::StopRun { run }).await;
-        }
+        let run = run.to_string();
+        self.replicas.publish(Event::StopRun { run }).await;
+    }
+
+    /// What other replicas raise, the runs they cancel among it.
+    pub fn events(&self) -> tokio::sync::broadcast::Receiver<Event> {
+        self.replicas.events()
     }
 }

@@ -2,8 +2,9 @@
 //! under way. One interface, [`Keeping`], with its backends apart: [`Memory`] (one process,
 //! nothing kept across a restart), [`File`] (the sealed `credential_store` file, [`store`]) and,
 //! under `[cluster]`, Redis (`cluster::consents`), which [`Fallback`] pairs with a copy in memory
-//! that serves while Redis cannot be reached. The backend is chosen once, when the sources are
-//! built (`upstream::consent::keeping`); nothing that uses it knows which it has.
+//! that serves while Redis cannot be reached. The backend is chosen once, when moat starts
+//! ([`Keepings`], among the [`super::Backends`]), for each `credential_store` setting a reload
+//! brings; nothing that uses it knows which it has.
 //!
 //! Every backend keeps the same promises, which one set of tests proves on each (a real
 //! `redis-server` for Redis): a write changes only its own entry; a turn is held by one owner at
@@ -93,6 +94,26 @@ pub trait Keeping: Send + Sync {
 
     /// The step under `key`, left in place.
     async fn peek_step(&self, key: &str) -> Result<Option<Vec<u8>>, KeepError>;
+}
+
+/// Makes the keeping a `credential_store` setting asks for: a reload may bring another.
+pub trait Keepings: Send + Sync {
+    fn keeping(&self, store: Option<&Settings>) -> anyhow::Result<Box<dyn Keeping>>;
+}
+
+/// This process's keeping: the sealed file a `credential_store` names, otherwise memory.
+pub struct Local;
+
+impl Keepings for Local {
+    fn keeping(&self, store: Option<&Settings>) -> anyhow::Result<Box<dyn Keeping>> {
+        Ok(match store {
+            Some(Settings {
+                path: Some(path),
+                key,
+            }) => Box::new(File::open(Store::new(path, key)?)?),
+            _ => Box::new(Memory::default()),
+        })
+    }
 }
 
 /// A shared keeping (Redis) with a copy in this process that serves while it cannot be reached:

@@ -55,28 +55,6 @@ impl Settings {
     }
 }
 
-/// Where callers' consent is kept, chosen once from `credential_store` and `[cluster]`: Redis
-/// (with this replica's copy while it is down), the sealed file, or this process's memory.
-/// Nothing that uses it knows which it has.
-pub fn keeping(
-    store: Option<&crate::shared::consents::Settings>,
-    cluster: Option<&std::sync::Arc<crate::cluster::Cluster>>,
-) -> anyhow::Result<Box<dyn Keeping>> {
-    use crate::shared::consents::{Fallback, File, Seal, Store};
-    Ok(match (store, cluster) {
-        (Some(store), Some(cluster)) => {
-            let seal = Seal::new(&store.key)?;
-            let shared = crate::cluster::consents::SharedConsents::new(cluster.clone(), seal);
-            Box::new(Fallback::new(Box::new(shared)))
-        }
-        (Some(store), None) => match &store.path {
-            Some(path) => Box::new(File::open(Store::new(path, &store.key)?)?),
-            None => Box::new(Memory::default()),
-        },
-        (None, _) => Box::new(Memory::default()),
-    })
-}
-
 fn now() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
