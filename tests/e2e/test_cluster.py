@@ -28,7 +28,7 @@ from support import free_port, stop, wait_for_port
 from test_access_http import CAPABILITIES, TASKS
 from test_access_http import ACCEPT as CONFIRM
 from test_http_protocol import ACCEPT, INITIALIZE, MODERN_META, Reply, modern_headers, request, sse_data
-from test_limits_http import ALICE, LEGACY_VERSION, MALLORY, key_hash, modern
+from test_limits_http import ALICE, LEGACY_VERSION, MALLORY, key_hash, modern, sleep_call
 
 REPO = Path(__file__).resolve().parents[2]
 RATE_LIMITED = -32000
@@ -588,6 +588,69 @@ def test_behind_haproxy_a_drained_replica_fails_nothing_and_a_killed_one_only_wh
     print(f"through haproxy: {load.ok} calls ok; drain failed 0; kill failed {len(load.failed)} "
           f"({sorted(set(load.failed))}) "
           f"of {callers} callers")
+
+
+def call_in_background(replica: Replica, ms: int) -> tuple[threading.Thread, list[Reply]]:
+    """A call of chatty_nap for `ms` on `replica`, in a thread; its reply lands in the list."""
+    replies: list[Reply] = []
+    message, head = sleep_call(ms)
+    thread = threading.Thread(target=lambda: replies.append(replica.post(message, ALICE, head)))
+    thread.start()
+    return thread, replies
+
+
+def until_running(replica: Replica, calls: int) -> None:
+    deadline = time.monotonic() + 10
+    while not re.search(rf"^moat_calls_running\S* {calls}$", replica.metrics(), re.M):
+        assert time.monotonic() < deadline, replica.metrics()
+        time.sleep(0.05)
+
+
+def until_in_log(replica: Replica, text: str, within: float = 10) -> None:
+    deadline = time.monotonic() + within
+    while text not in replica.log():
+        assert time.monotonic() < deadline, f"{text!r} not in the log:\n{replica.log()}"
+        time.sleep(0.05)
+
+
+def test_a_drain_finishes_the_calls_running_and_refuses_new_work_as_not_processed(
+        make_cluster: Callable[..., Cluster]) -> None:
+    cluster = make_cluster()  # drain_seconds = 3
+    replica = cluster.start("r0")
+    # A call that outlasts the notice period: it began before the stop, so it finishes.
+    thread, replies = call_in_background(replica, 6000)
+    until_running(replica, 1)
+    replica.process.send_signal(signal.SIGTERM)
+    until_in_log(replica, "taking no new work")
+    # New work once the notice is over: refused, and said not to have run.
+    refused = echo(replica.port, ALICE)
+    assert refused.status == 503, refused.body
+    assert "did not process the request" in refused.message["error"]["message"]
+    assert refused.headers["retry-after"] == "1"
+    thread.join(timeout=30)
+    assert replies and replies[0].status == 200, replies and replies[0].body
+    assert replies[0].message["result"]["content"][0]["text"] == "6000", replies[0].body
+    assert replica.process.wait(timeout=30) == 0
+    log = replica.log()
+    assert "waiting up to 30 s for the 1 call(s) running" in log, log
+    assert "every call running has finished" in log, log
+    assert "call cancelled" not in log, log
+
+
+def test_a_drain_stops_what_outlasts_drain_finish_seconds(
+        make_cluster: Callable[..., Cluster]) -> None:
+    cluster = make_cluster("drain_finish_seconds = 1\n")
+    replica = cluster.start("r0")
+    thread, replies = call_in_background(replica, 20000)
+    until_running(replica, 1)
+    stopped_at = time.monotonic()
+    replica.process.send_signal(signal.SIGTERM)
+    assert replica.process.wait(timeout=15) == 0
+    # Notice (3 s) and finish (1 s), then stopped: not the call's 20 s.
+    assert time.monotonic() - stopped_at < 10
+    thread.join(timeout=30)
+    assert not replies or replies[0].status != 200 or "error" in replies[0].body
+    assert "still running after 1 s ([http] drain_finish_seconds): stopping them" in replica.log()
 
 
 def test_redis_stopped_and_started_again_changes_only_what_is_shared(

@@ -16,6 +16,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
+use tokio::sync::watch;
+
 use crate::shared::quotas::{Held, Memory, QuotaStore};
 
 /// One principal's quota; `None` is no limit.
@@ -67,6 +69,8 @@ pub struct Quotas {
     configured: RwLock<Configured>,
     /// Where what principals use is counted.
     store: Arc<dyn QuotaStore>,
+    /// The slots held here now, whoever holds them: the guests running, for a drain to await.
+    running: Arc<watch::Sender<usize>>,
 }
 
 impl Default for Quotas {
@@ -84,6 +88,23 @@ struct Configured {
 /// One running call of a principal, counted until dropped.
 pub struct Slot {
     _held: Held,
+    running: Arc<watch::Sender<usize>>,
+}
+
+impl Slot {
+    fn new(held: Held, running: &Arc<watch::Sender<usize>>) -> Self {
+        running.send_modify(|n| *n += 1);
+        Self {
+            _held: held,
+            running: running.clone(),
+        }
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.running.send_modify(|n| *n -= 1);
+    }
 }
 
 /// A slot taken for a request before it reached the handler that runs its guest, which takes
@@ -108,6 +129,7 @@ impl Quotas {
         Self {
             configured: RwLock::default(),
             store,
+            running: Arc::new(watch::Sender::new(0)),
         }
     }
 
@@ -156,17 +178,26 @@ impl Quotas {
     pub async fn call(&self, principal: &str) -> Result<Slot, Exceeded> {
         let limit = self.quota(principal).concurrent_calls;
         match self.store.take_slot(principal, limit).await {
-            Ok(Some(held)) => Ok(Slot { _held: held }),
+            Ok(Some(held)) => Ok(Slot::new(held, &self.running)),
             Ok(None) => Err(Exceeded::Concurrency {
                 limit: limit.unwrap_or_default(),
             }),
             Err(error) => {
                 tracing::warn!("{principal}'s call goes uncounted: {error}");
-                Ok(Slot {
-                    _held: Box::new(()),
-                })
+                Ok(Slot::new(Box::new(()), &self.running))
             }
         }
+    }
+
+    /// How many calls (of any principal, tasks' runs among them) hold a slot here now.
+    pub fn running(&self) -> usize {
+        *self.running.borrow()
+    }
+
+    /// Resolves once no call holds a slot here.
+    pub async fn none_running(&self) {
+        let mut running = self.running.subscribe();
+        let _ = running.wait_for(|n| *n == 0).await;
     }
 
     /// A slot for one call of `principal`, waiting for one of its calls to end while as many
@@ -284,5 +315,28 @@ mod tests {
             "{:p} holds it",
             &second
         );
+    }
+
+    #[tokio::test]
+    async fn every_slot_held_counts_as_running_until_it_is_dropped() {
+        let quotas = Arc::new(Quotas::default());
+        let (first, second) = (
+            quotas.call("alice").await.unwrap(),
+            quotas.call("bob").await,
+        );
+        assert_eq!(quotas.running(), 2);
+        let idle = tokio::spawn({
+            let quotas = quotas.clone();
+            async move { quotas.none_running().await }
+        });
+        drop(first);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(!idle.is_finished(), "bob's call still runs");
+        drop(second);
+        tokio::time::timeout(Duration::from_secs(5), idle)
+            .await
+            .expect("no call runs")
+            .unwrap();
+        assert_eq!(quotas.running(), 0);
     }
 }

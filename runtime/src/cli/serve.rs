@@ -183,7 +183,10 @@ pub async fn serve(
     moat::serve::watch::spawn(served, loader, tables, catalogue.clone(), &sources)?;
     if let Some((addr, settings)) = http {
         let shutdown = tokio_util::sync::CancellationToken::new();
-        tokio::spawn(stop_on_signal(settings.draining.clone(), shutdown.clone()));
+        tokio::spawn(stop_on_signal(
+            settings.drain.draining.clone(),
+            shutdown.clone(),
+        ));
         let served = moat::mcp::http::serve(catalogue.clone(), addr, settings, shutdown).await;
         if let Some(traces) = catalogue.traces() {
             traces.flush();

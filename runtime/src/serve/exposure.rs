@@ -120,8 +120,11 @@ pub fn settings(
     }
     settings.tls = tls;
     settings.metrics_listener = flags.metrics.or(service.metrics);
+    if let Some(finish) = service.drain_finish {
+        settings.drain.finish = finish;
+    }
     if let Some(drain) = service.drain {
-        settings.drain = drain;
+        settings.drain.notice = drain;
     }
     Ok(settings)
 }

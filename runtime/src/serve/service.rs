@@ -209,6 +209,11 @@ pub(super) struct HttpEntry {
     /// (calls in flight then finish). Give the balancer's check interval times its fall count.
     #[schemars(extend("default" = 0))]
     drain_seconds: Option<u64>,
+    /// Then, how long moat waits at most for the calls and task runs in progress to finish
+    /// (new work is refused meanwhile, with a 503 a load balancer may send elsewhere) before it
+    /// stops them and exits. Each call ends by its plugin's deadline_ms anyway.
+    #[schemars(extend("default" = 30))]
+    drain_finish_seconds: Option<u64>,
 }
 
 /// `[telemetry]`: traces of tool calls over OTLP/HTTP, off unless an endpoint is given here,
@@ -246,6 +251,7 @@ pub struct Service {
     pub request_state_key: Option<Vec<u8>>,
     /// How long `/readyz` says 503 before moat stops taking requests, once told to stop.
     pub drain: Option<Duration>,
+    pub drain_finish: Option<Duration>,
     /// The Redis replicas share state through, when they do.
     pub cluster: Option<crate::cluster::Settings>,
     /// The sources of callers' own credentials for upstreams (`[credentials]`).
@@ -403,6 +409,7 @@ pub(super) fn parse(tables: Tables) -> Result<Service> {
         service.request_state_key = Some(key.into_bytes());
     }
     service.drain = http.drain_seconds.map(Duration::from_secs);
+    service.drain_finish = http.drain_finish_seconds.map(Duration::from_secs);
     service.otlp_endpoint = tables.telemetry.unwrap_or_default().otlp_endpoint;
     if let Some(entry) = tables.cluster {
         service.cluster = Some(super::cluster::parse(entry, tables.expand)?);

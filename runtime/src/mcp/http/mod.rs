@@ -20,6 +20,7 @@
 
 pub mod auth;
 pub mod consent;
+pub mod drain;
 mod forbidden;
 pub mod message;
 pub mod quotas;
@@ -44,6 +45,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::mcp::catalogue::Catalogue;
 use crate::mcp::http::auth::{Authentication, Guard};
+use crate::mcp::http::drain::Drain;
 use crate::mcp::http::quotas::Limiter;
 use crate::mcp::http::sessions::Sessions;
 use crate::mcp::server::MoatServer;
@@ -67,11 +69,8 @@ pub struct Settings {
     pub metrics_listener: Option<SocketAddr>,
     /// Where a reload applies new settings while these serve.
     pub live: Live,
-    /// Cancelled when moat is told to stop: `/readyz` then answers 503 and new sessions are
-    /// refused, while everything else is served for [`Settings::drain`].
-    pub draining: CancellationToken,
-    /// How long moat serves on once `draining` is cancelled, before it stops taking requests.
-    pub drain: Duration,
+    /// How moat stops: `drain.draining` is cancelled when it is told to ([`drain`](self::drain)).
+    pub drain: Drain,
 }
 
 /// What a reload may change while moat serves: read once by each request, as it is then.
@@ -90,6 +89,7 @@ pub struct Listening {
     pub tls: Option<tls::Files>,
     pub metrics_listener: Option<SocketAddr>,
     pub drain: Duration,
+    pub drain_finish: Duration,
 }
 
 impl Settings {
@@ -150,7 +150,8 @@ impl Listening {
             session_idle: settings.session_idle,
             tls: settings.tls.clone(),
             metrics_listener: settings.metrics_listener,
-            drain: settings.drain,
+            drain: settings.drain.notice,
+            drain_finish: settings.drain.finish,
         }
     }
 
@@ -175,6 +176,9 @@ impl Listening {
         if self.drain != other.drain {
             changed.push("[http] drain_seconds");
         }
+        if self.drain_finish != other.drain_finish {
+            changed.push("[http] drain_finish_seconds");
+        }
         changed.into_iter().map(String::from).collect()
     }
 }
@@ -197,8 +201,7 @@ impl Settings {
             tls: None,
             metrics_listener: None,
             live: Live::default(),
-            draining: CancellationToken::new(),
-            drain: Duration::ZERO,
+            drain: Drain::default(),
         }
     }
 }
@@ -271,11 +274,9 @@ pub async fn serve(
             }
         });
     }
-    tokio::spawn(drain(
-        settings.draining.clone(),
-        settings.drain,
-        shutdown.clone(),
-    ));
+    let draining = settings.drain.clone();
+    let (quotas, stop) = (catalogue.quotas().clone(), shutdown.clone());
+    tokio::spawn(async move { draining.run(&quotas, stop).await });
     let tls = settings.tls.clone();
     let app = router(catalogue, shutdown.clone(), settings)
         .into_make_service_with_connect_info::<SocketAddr>();
@@ -294,29 +295,6 @@ pub async fn serve(
     }
 }
 
-/// Once moat is told to stop, serves on for `period` (while `/readyz` says 503, so that load
-/// balancers take this replica out), then stops taking requests: those in flight finish, and
-/// legacy streams close, so that their clients reconnect through another replica.
-async fn drain(draining: CancellationToken, period: Duration, shutdown: CancellationToken) {
-    tokio::select! {
-        () = draining.cancelled() => {}
-        () = shutdown.cancelled() => return,
-    }
-    if !period.is_zero() {
-        tracing::info!(
-            "draining: /readyz answers 503 and new sessions are refused; requests are served \
-             for {} s more",
-            period.as_secs_f64()
-        );
-        tokio::select! {
-            () = tokio::time::sleep(period) => {}
-            () = shutdown.cancelled() => {}
-        }
-    }
-    tracing::info!("no longer taking requests; waiting for those in flight");
-    shutdown.cancel();
-}
-
 /// Sends small writes at once. An answer goes out in pieces (headers, then an SSE event), and
 /// with Nagle's algorithm the last piece waits for the client's delayed ACK: 40 ms a call.
 pub fn no_delay(stream: &mut tokio::net::TcpStream) {
@@ -333,7 +311,7 @@ pub fn router(
     settings: Settings,
 ) -> axum::Router {
     let live = settings.live.clone();
-    let draining = settings.draining.clone();
+    let drain = settings.drain.clone();
     let shared_sessions = catalogue.backends().sessions.clone();
     let (gate, listening) = settings.split();
     let mut config = StreamableHttpServerConfig::default();
@@ -369,7 +347,7 @@ pub fn router(
         sessions: sessions.clone(),
         catalogue: catalogue.clone(),
         live: live.clone(),
-        draining: draining.clone(),
+        drain: drain.clone(),
     };
     let guard = Guard {
         live: live.clone(),
@@ -401,7 +379,7 @@ pub fn router(
         .route("/healthz", get(|| async { "ok\n" }))
         .route(
             "/readyz",
-            get(move || std::future::ready(readiness(&catalogue, [&draining, &shutdown]))),
+            get(move || std::future::ready(readiness(&catalogue, [&drain.draining, &shutdown]))),
         )
         .route("/.well-known/oauth-protected-resource", metadata.clone())
         .route("/.well-known/oauth-protected-resource/{*path}", metadata)

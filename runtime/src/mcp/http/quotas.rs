@@ -2,7 +2,9 @@
 //! beyond its concurrent calls, is answered 429 with `Retry-After` and a JSON-RPC error, and
 //! nothing else waits for it. A legacy session beyond the cap on sessions is refused the same
 //! way before it starts, so sessions cannot exhaust memory (idle ones end on their own,
-//! `session_idle`), and so is a new session on a replica that is shutting down.
+//! `session_idle`), and so is a new session on a replica that is shutting down, and, once its
+//! notice period is over, a request that would run a guest there ([`super::drain`]). Each 503 is
+//! "not processed": a load balancer may send the request to another replica.
 //!
 //! The slot a request takes here is handed to the MCP handler ([`HandedSlot`]), which holds it
 //! while the guest runs: past the end of the HTTP exchange when a legacy session's call goes on
@@ -38,8 +40,9 @@ pub struct Limiter {
     pub sessions: Sessions,
     pub catalogue: Catalogue,
     pub live: Live,
-    /// Cancelled once moat is told to stop: a session opened now would soon be cut off.
-    pub draining: tokio_util::sync::CancellationToken,
+    /// How moat stops: a session opened once it is told to would soon be cut off, and new work
+    /// once its notice is over would hold up the stop.
+    pub drain: super::drain::Drain,
 }
 
 /// Counts the request against its principal's rate, before its body is read: a caller over its
@@ -67,7 +70,7 @@ pub async fn limit_calls(
     };
     let method = rpc.method.as_str();
     if method == "initialize" && !request.headers().contains_key("mcp-session-id") {
-        if limiter.draining.is_cancelled() {
+        if limiter.drain.draining.is_cancelled() {
             return draining(rpc.id.clone());
         }
         let open = limiter.sessions.open().await;
@@ -76,12 +79,17 @@ pub async fn limit_calls(
         }
     }
     if GUEST_METHODS.contains(&method) {
+        if limiter.drain.stopping.is_cancelled() {
+            return stopping(rpc.id.clone());
+        }
         match limiter.catalogue.quotas().call(&principal.name).await {
             Ok(slot) => {
                 request.extensions_mut().insert(HandedSlot::new(slot));
             }
             Err(exceeded) => return too_many(&limiter, principal, rpc.id.clone(), exceeded),
         }
+        let answer = next.run(request).await;
+        return limiter.drain.until_written(answer);
     }
     next.run(request).await
 }
@@ -93,6 +101,22 @@ fn draining(id: Value) -> Response {
         id,
         RATE_LIMITED,
         "this server is shutting down; retry, and another will take the session".to_string(),
+    );
+    response
+        .headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+    response
+}
+
+/// What new work gets from a replica that is stopping: it was not run, and another may run it.
+fn stopping(id: Value) -> Response {
+    let mut response = jsonrpc_error(
+        StatusCode::SERVICE_UNAVAILABLE,
+        id,
+        RATE_LIMITED,
+        "this server is shutting down and did not process the request; send it again, and \
+         another will take it"
+            .to_string(),
     );
     response
         .headers_mut()
