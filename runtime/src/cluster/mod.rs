@@ -25,7 +25,7 @@ pub mod tasks;
 pub(crate) mod test_redis;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
@@ -97,6 +97,12 @@ pub struct Cluster {
     address: String,
     connection: ConnectionManager,
     up: AtomicBool,
+    /// How many times the store was seen to have lost this replica's keys (a restart of a
+    /// Redis that keeps nothing on disk, or an outage longer than they live): what this
+    /// replica keeps there is written again as it is used.
+    forgotten: AtomicU64,
+    /// Whether the store has held this replica's alive key once.
+    known: AtomicBool,
     metrics: ClusterMetrics,
     /// What other replicas raise.
     events: broadcast::Sender<Event>,
@@ -138,6 +144,8 @@ impl Cluster {
             connection,
             // Until the first answer says otherwise: the first requests try Redis.
             up: AtomicBool::new(true),
+            forgotten: AtomicU64::new(0),
+            known: AtomicBool::new(false),
             metrics: ClusterMetrics {
                 up: Gauge::default(),
                 round_trips: Histogram::new(exponential_buckets(0.000_05, 4.0, 10)),
@@ -261,6 +269,26 @@ impl Cluster {
         }
     }
 
+    /// How many times the store was seen to have lost this replica's keys.
+    pub fn forgotten(&self) -> u64 {
+        self.forgotten.load(Ordering::Relaxed)
+    }
+
+    /// The store answered the probe: `before` is the alive key it held until then.
+    fn alive_again(&self, before: Option<String>) {
+        self.came_back();
+        let known = self.known.swap(true, Ordering::Relaxed);
+        if known && before.is_none() {
+            self.forgotten.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!(
+                "Redis at {} no longer holds this replica's keys (restarted without persistence, \
+                 or unreachable longer than they live): legacy sessions served here are written \
+                 again as they are next used",
+                self.address
+            );
+        }
+    }
+
     /// Counts a session restored from the shared store.
     pub(crate) fn restored_session(&self) {
         self.metrics.restored_sessions.inc();
@@ -317,18 +345,20 @@ async fn probe(cluster: std::sync::Weak<Cluster>) {
         };
         let mut connection = cluster.connection.clone();
         let mut alive = redis::cmd("SET");
+        // GET: the key as it was, which tells whether the store still holds this replica's.
         alive
             .arg(alive_key(&cluster.instance))
             .arg(1)
             .arg("PX")
-            .arg(ALIVE_FOR.as_millis() as u64);
+            .arg(ALIVE_FOR.as_millis() as u64)
+            .arg("GET");
         let ping = tokio::time::timeout(
             RESPONSE_TIMEOUT,
-            alive.query_async::<String>(&mut connection),
+            alive.query_async::<Option<String>>(&mut connection),
         )
         .await;
         match ping {
-            Ok(Ok(_)) => cluster.came_back(),
+            Ok(Ok(before)) => cluster.alive_again(before),
             Ok(Err(error)) => cluster.went_down(&error.to_string()),
             Err(_) => cluster.went_down("no answer within 500 ms"),
         }

@@ -26,8 +26,20 @@ pub struct SharedSessions {
     idle: Duration,
     /// The name of the principal the request being handled acts for.
     caller: fn() -> String,
-    /// When this replica last kept each session for another idle period.
-    touched: Mutex<HashMap<String, Instant>>,
+    /// The sessions this replica serves, as it last wrote them: what it writes again when the
+    /// store lost them (a restart of a Redis that keeps nothing on disk).
+    here: Mutex<HashMap<String, Here>>,
+}
+
+/// A session this replica serves.
+#[derive(Default)]
+struct Here {
+    /// Its hash's fields as this replica last wrote or read them.
+    fields: HashMap<&'static str, String>,
+    /// When this replica last kept it for another idle period, and the store's
+    /// [`Cluster::forgotten`] count then.
+    touched: Option<(Instant, u64)>,
+    used: Option<Instant>,
 }
 
 impl SharedSessions {
@@ -36,8 +48,23 @@ impl SharedSessions {
             cluster,
             idle,
             caller,
-            touched: Mutex::default(),
+            here: Mutex::default(),
         }
+    }
+
+    /// Notes `fields` of session `id` as this replica holds them.
+    fn hold(&self, id: &str, fields: &[(&'static str, &str)]) {
+        let mut here = self.here.lock().expect("sessions lock");
+        let now = Instant::now();
+        here.retain(|_, kept| {
+            kept.used
+                .is_some_and(|used| now.duration_since(used) < self.idle)
+        });
+        let kept = here.entry(id.to_string()).or_default();
+        for (name, value) in fields {
+            kept.fields.insert(name, value.to_string());
+        }
+        kept.used = Some(now);
     }
 
     /// Two fields of session `id`'s hash; `None` when Redis cannot say.
@@ -55,7 +82,8 @@ impl SharedSessions {
     }
 
     /// Sets one `field` of session `id`'s hash, keeping the session another idle period.
-    async fn set(&self, id: &str, field: &str, value: &str) {
+    async fn set(&self, id: &str, field: &'static str, value: &str) {
+        self.hold(id, &[(field, value)]);
         let (key, idle) = (session_key(id), self.idle_ms());
         self.cluster
             .run(|mut connection| async move {
@@ -122,27 +150,54 @@ impl SessionRecords for SharedSessions {
 
     /// Keeps session `id` for another idle period: it has just been used. Once per tenth of
     /// that period is enough (a session then lives at least nine tenths of it after its last
-    /// use), and spares each request of a busy session its round trip.
+    /// use), and spares each request of a busy session its round trip; but the first use after
+    /// the store lost this replica's keys looks again, and a session whose record is gone is
+    /// written again whole from what this replica holds.
     async fn touch(&self, id: &str) {
-        {
-            let mut touched = self.touched.lock().expect("touched lock");
+        let forgotten = self.cluster.forgotten();
+        let fields: Vec<(&'static str, String)> = {
+            let mut here = self.here.lock().expect("sessions lock");
             let now = Instant::now();
-            if touched
-                .get(id)
-                .is_some_and(|last| now.duration_since(*last) < self.idle / 10)
-            {
+            let kept = here.entry(id.to_string()).or_default();
+            kept.used = Some(now);
+            if kept.touched.is_some_and(|(last, count)| {
+                count == forgotten && now.duration_since(last) < self.idle / 10
+            }) {
                 return;
             }
-            touched.retain(|_, last| now.duration_since(*last) < self.idle);
-            touched.insert(id.to_string(), now);
-        }
+            kept.touched = Some((now, forgotten));
+            kept.fields.iter().map(|(k, v)| (*k, v.clone())).collect()
+        };
         let (key, idle) = (session_key(id), self.idle_ms());
+        let kept: Option<u8> = self
+            .cluster
+            .run(|mut connection| {
+                let key = key.clone();
+                async move {
+                    redis::cmd("PEXPIRE")
+                        .arg(key)
+                        .arg(idle)
+                        .query_async::<u8>(&mut connection)
+                        .await
+                }
+            })
+            .await;
+        if kept != Some(0) || !fields.iter().any(|(name, _)| *name == "owner") {
+            return;
+        }
+        tracing::info!(
+            "the shared store lost session {}: written again from this replica",
+            crate::shared::sessions::digest(id)
+        );
         self.cluster
             .run(|mut connection| async move {
-                redis::cmd("PEXPIRE")
-                    .arg(key)
-                    .arg(idle)
-                    .query_async::<u8>(&mut connection)
+                redis::pipe()
+                    .atomic()
+                    .hset_multiple(&key, &fields)
+                    .ignore()
+                    .pexpire(&key, idle)
+                    .ignore()
+                    .query_async::<()>(&mut connection)
                     .await
             })
             .await;
@@ -168,7 +223,9 @@ impl SessionStore for SharedSessions {
         if owner != (self.caller)() {
             return Ok(None);
         }
-        Ok(Some(serde_json::from_str(&state)?))
+        let restored = serde_json::from_str(&state)?;
+        self.hold(id, &[("owner", &owner), ("state", &state)]);
+        Ok(Some(restored))
     }
 
     async fn store(&self, id: &str, state: &SessionState) -> Result<(), SessionStoreError> {
@@ -177,6 +234,7 @@ impl SessionStore for SharedSessions {
     }
 
     async fn delete(&self, id: &str) -> Result<(), SessionStoreError> {
+        self.here.lock().expect("sessions lock").remove(id);
         let key = session_key(id);
         self.cluster
             .run(|mut connection| async move {

@@ -21,6 +21,7 @@ use rmcp::transport::streamable_http_server::session::local::LocalSessionManager
 
 use crate::access::Principal;
 use crate::shared::sessions::SessionRecords;
+pub use crate::shared::sessions::digest;
 
 const SESSION_HEADER: &str = "mcp-session-id";
 
@@ -138,12 +139,4 @@ fn session_id(headers: &HeaderMap) -> Option<String> {
 /// What rmcp answers for a session it does not have.
 fn not_found() -> Response {
     (StatusCode::NOT_FOUND, "Not Found: Session not found").into_response()
-}
-
-/// A session id as logs, spans and the audit log name it: whoever holds the id itself may use
-/// the session (as its owner), so only a digest is written down.
-pub fn digest(id: &str) -> String {
-    use sha2::Digest as _;
-    let hash = sha2::Sha256::digest(id.as_bytes());
-    hash[..8].iter().map(|b| format!("{b:02x}")).collect()
 }
