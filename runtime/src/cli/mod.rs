@@ -22,6 +22,7 @@ mod python_toolchain;
 mod reach;
 mod replace_file;
 mod serve;
+mod serve_args;
 mod supply;
 pub mod version;
 
@@ -32,7 +33,6 @@ use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 
 use moat::serve::config;
-use moat::serve::reload::Served;
 use moat::supply::cache::Cache;
 use moat::supply::policy::Policy;
 use moat::supply::signing;
@@ -43,7 +43,6 @@ use host_auth::TokenIn;
 use hosts::{Host, Launch, snippet};
 use inspect::inspect;
 use policy::policy_check;
-use serve::serve;
 use supply::{lock, pull, push, verify};
 
 /// Runs untrusted MCP tools as sandboxed WebAssembly components.
@@ -80,43 +79,7 @@ impl Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Serve plugins as MCP tools over stdio, or Streamable HTTP (logs go to stderr).
-    Serve {
-        /// Plugins: files, folders (every `.wasm` file in them), https:// URLs, oci:// references.
-        plugins: Vec<String>,
-        /// A moat.toml naming plugins and their limits.
-        #[arg(long)]
-        config: Option<PathBuf>,
-        /// The secrets file for `${secret:NAME}` in moat.toml, instead of the one it names.
-        #[arg(long, requires = "config")]
-        secrets: Option<PathBuf>,
-        /// Serve Streamable HTTP at http://ADDRESS/mcp instead of stdio: IP:PORT, localhost:PORT,
-        /// or a bare PORT on 127.0.0.1.
-        #[arg(long, value_name = "ADDRESS", value_parser = moat::mcp::http::parse_listen_address)]
-        http: Option<std::net::SocketAddr>,
-        #[command(flatten)]
-        trust: TrustArgs,
-        /// Append one JSON line per tool call, prompt and resource read to FILE (overrides
-        /// `[audit]` in moat.toml).
-        #[arg(long, value_name = "FILE")]
-        audit: Option<PathBuf>,
-        /// Record the arguments of each call in the audit log, not only their digest.
-        #[arg(long, requires = "audit")]
-        audit_arguments: bool,
-        /// Tools per `tools/list` page.
-        #[arg(long, value_name = "N", default_value_t = moat::mcp::catalogue::DEFAULT_PAGE_SIZE)]
-        page_size: std::num::NonZeroUsize,
-        #[command(flatten)]
-        http_flags: HttpArgs,
-        /// Send a trace span of every tool call to this OTLP/HTTP collector
-        /// (`http://127.0.0.1:4318`); default: `[telemetry]` in moat.toml, else
-        /// $OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or $OTEL_EXPORTER_OTLP_ENDPOINT, else none.
-        #[arg(long, value_name = "URL")]
-        otlp_endpoint: Option<String>,
-        /// Compile every plugin not in the compiled-plugin cache with Cranelift before serving,
-        /// instead of serving it at once on Winch's code and swapping Cranelift's in when ready.
-        #[arg(long)]
-        no_tiering: bool,
-    },
+    Serve(serve_args::ServeArgs),
     /// Show a plugin's tools, their schemas and descriptions, what it imports, its permission
     /// manifest and what became of each grant.
     Inspect {
@@ -316,33 +279,6 @@ enum Command {
     },
 }
 
-/// How `moat serve --http` authenticates and is reached.
-#[derive(clap::Args)]
-struct HttpArgs {
-    /// Serve HTTP without authentication: any local process may call every tool. Loopback
-    /// addresses only; a policy may forbid it.
-    #[arg(long, requires = "http")]
-    no_auth: bool,
-    /// The local bearer token's file (default: $MOAT_TOKEN_FILE, else
-    /// ~/.config/moat/http-token), created on first use, readable by its owner only.
-    #[arg(
-        long,
-        value_name = "FILE",
-        requires = "http",
-        conflicts_with = "no_auth"
-    )]
-    token_file: Option<PathBuf>,
-    /// Serve HTTPS with this PEM certificate chain (reloaded when it changes).
-    #[arg(long, value_name = "PEM", requires_all = ["http", "tls_key"])]
-    tls_cert: Option<PathBuf>,
-    /// The PEM private key of --tls-cert.
-    #[arg(long, value_name = "PEM", requires = "tls_cert")]
-    tls_key: Option<PathBuf>,
-    /// Serve /metrics on this address, without authentication, instead of beside /mcp.
-    #[arg(long, value_name = "ADDRESS", requires = "http", value_parser = moat::mcp::http::parse_listen_address)]
-    metrics: Option<std::net::SocketAddr>,
-}
-
 #[derive(Subcommand)]
 enum AuthAction {
     /// Make a new API key: prints the key, for the client, and its hash, for moat.toml's
@@ -425,48 +361,7 @@ enum CacheAction {
 
 pub async fn run(cli: Cli) -> Result<ExitCode> {
     match cli.command {
-        Command::Serve {
-            plugins,
-            config,
-            secrets,
-            http,
-            trust,
-            audit,
-            audit_arguments,
-            page_size,
-            http_flags,
-            otlp_endpoint,
-            no_tiering,
-        } => {
-            let policy = Policy::resolve(trust.policy.as_deref())?;
-            let audit_from_flag = audit.is_some();
-            let audit = match (audit, &config) {
-                (Some(path), _) => Some((path, audit_arguments)),
-                (None, Some(config)) => config::read_audit(config)?.map(|a| (a.path, a.arguments)),
-                (None, None) => None,
-            };
-            let served = Served {
-                paths: plugins.iter().map(PathBuf::from).collect(),
-                config,
-                secrets,
-                denied_tools: policy.deny_tools.clone(),
-            };
-            let flags = moat::serve::exposure::Flags {
-                no_auth: http_flags.no_auth,
-                token_file: http_flags.token_file,
-                tls_cert: http_flags.tls_cert,
-                tls_key: http_flags.tls_key,
-                metrics: http_flags.metrics,
-            };
-            let options = serve::Options {
-                page_size,
-                audit,
-                audit_from_flag,
-                otlp_endpoint,
-                tiered: !no_tiering,
-            };
-            serve(served, http.map(|addr| (addr, flags)), policy, options).await
-        }
+        Command::Serve(args) => serve_args::run(args).await,
         Command::Inspect {
             plugin,
             json,
