@@ -1,5 +1,7 @@
-//! The `moat` command line: the arguments, and one module per group of commands.
+//! The `moat` command line: the arguments, and one module per group of commands; [`run`]
+//! only dispatches.
 
+mod api_key;
 mod build_plugin;
 mod cache;
 mod call;
@@ -7,6 +9,7 @@ mod credentials;
 mod doctor;
 mod embed;
 mod host_auth;
+mod host_config;
 mod host_files;
 mod hosts;
 mod init;
@@ -29,21 +32,16 @@ pub mod version;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use clap::{Parser, Subcommand};
 
 use moat::serve::config;
-use moat::supply::cache::Cache;
 use moat::supply::policy::Policy;
-use moat::supply::signing;
-use moat::supply::source::Store;
 
 use call::call;
-use host_auth::TokenIn;
-use hosts::{Host, Launch, snippet};
 use inspect::inspect;
 use policy::policy_check;
-use supply::{lock, pull, push, verify};
+use supply::{lock, pull, push, sign, verify};
 
 /// Runs untrusted MCP tools as sandboxed WebAssembly components.
 #[derive(Parser)]
@@ -183,25 +181,8 @@ enum Command {
     Config {
         #[command(subcommand)]
         action: Option<ConfigAction>,
-        /// The host: claude-desktop, claude-code, cursor or vscode.
-        #[arg(required = true)]
-        host: Option<Host>,
-        /// Plugins: files, folders, https:// URLs, oci:// references.
-        plugins: Vec<PathBuf>,
-        /// A moat.toml naming plugins and their limits.
-        #[arg(long)]
-        config: Option<PathBuf>,
-        /// Point the host at a moat serving Streamable HTTP at this address instead.
-        #[arg(long, value_name = "ADDRESS", value_parser = moat::mcp::http::parse_listen_address)]
-        http: Option<std::net::SocketAddr>,
-        /// The server's name in the host's configuration.
-        #[arg(long, default_value = "moat")]
-        name: String,
-        /// With --http: the local token's file, as given to `moat serve --token-file`.
-        #[arg(long, value_name = "FILE", requires = "http")]
-        token_file: Option<PathBuf>,
         #[command(flatten)]
-        write: host_files::WriteArgs,
+        target: host_config::HostConfigArgs,
     },
     /// Credentials for `moat serve --http`.
     Auth {
@@ -406,11 +387,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Doctor => doctor::doctor().await,
-        Command::Sign { key, file } => {
-            let out = signing::sign_file(&key, &file)?;
-            eprintln!("moat: wrote {}", out.display());
-            Ok(ExitCode::SUCCESS)
-        }
+        Command::Sign { key, file } => sign(&key, &file),
         Command::Verify { key, policy, file } => verify(key, policy, file),
         Command::Credentials { action } => match action {
             CredentialsAction::List {
@@ -457,92 +434,23 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         }
         Command::Config {
             action: None,
-            host,
-            plugins,
-            config,
-            http,
-            name,
-            token_file,
-            write,
-        } => {
-            let host = host.context("name the host")?;
-            let launch = match http {
-                Some(addr) => {
-                    let service = hosts::service(config.as_deref())?;
-                    let reach = reach::url(addr, &service)?;
-                    if let Some(note) = &reach.note {
-                        eprintln!("moat: {note}");
-                    }
-                    Launch::Http {
-                        url: reach.url,
-                        credential: host_auth::credential(&service, token_file)?,
-                    }
-                }
-                None => {
-                    let cwd = std::env::current_dir()?;
-                    hosts::check_sources(&plugins, config.as_deref(), &cwd)?;
-                    Launch::stdio(std::env::current_exe()?, &plugins, config.as_deref(), &cwd)
-                }
-            };
-            if write.write {
-                return host_files::write(host, &name, &launch, write.file);
-            }
-            print_out(&snippet(host, &name, &launch)?);
-            if let Launch::Http { credential, .. } = &launch
-                && let Some(note) = host_auth::note(host, &name, None, credential, TokenIn::Entry)
-            {
-                eprintln!("moat: {note}");
-            }
-            Ok(ExitCode::SUCCESS)
-        }
+            target,
+        } => host_config::run(target),
         Command::Auth {
             action: AuthAction::Key { name },
-        } => {
-            if name.is_empty()
-                || !name
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || "_.-".contains(c))
-            {
-                anyhow::bail!("a key's name may hold only ASCII letters, digits, `_`, `.` and `-`");
-            }
-            let key = moat::access::credentials::generate()?;
-            print_out(&key);
-            eprintln!(
-                "moat: give the client the key above (`Authorization: Bearer KEY`); put its hash \
-                 in moat.toml:\n\n[auth.api_keys]\n{name} = \"{}\"",
-                moat::access::credentials::hashed(&key)
-            );
-            Ok(ExitCode::SUCCESS)
-        }
+        } => api_key::make(&name),
         Command::Cache {
             action: CacheAction::List,
         } => cache::list(),
         Command::Cache {
             action: CacheAction::Dir,
-        } => {
-            print_out(&cache::dir()?.display().to_string());
-            Ok(ExitCode::SUCCESS)
-        }
+        } => cache::print_dir(),
         Command::Cache {
             action: CacheAction::Size,
         } => cache::size(),
         Command::Cache {
             action: CacheAction::Clear,
-        } => {
-            let dir = Cache::default_dir().context("no cache folder: set MOAT_CACHE_DIR")?;
-            let removed = Cache::clear(&dir)?;
-            let plugins = if removed == 1 { "plugin" } else { "plugins" };
-            eprintln!(
-                "moat: removed {removed} compiled {plugins} from {}",
-                dir.display()
-            );
-            if let Some(store) = Store::default_dir().filter(|d| d.exists()) {
-                std::fs::remove_dir_all(&store)
-                    .with_context(|| format!("removing {}", store.display()))?;
-                eprintln!("moat: removed the downloads in {}", store.display());
-            }
-            Ok(ExitCode::SUCCESS)
-        }
+        } => cache::clear(),
     }
 }
 
