@@ -1,4 +1,4 @@
-//! `moat cache list` and `moat cache size`: what the cache folder holds, and how much.
+//! `moat cache`: what the cache folder holds and how much, and clearing it.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -9,6 +9,28 @@ use moat::supply::cache::Cache;
 use moat::supply::source::Store;
 
 use super::print_out;
+
+/// Prints the cache folder.
+pub fn print_dir() -> Result<ExitCode> {
+    print_out(&dir()?.display().to_string());
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Deletes every compiled plugin, and the downloads.
+pub fn clear() -> Result<ExitCode> {
+    let dir = Cache::default_dir().context("no cache folder: set MOAT_CACHE_DIR")?;
+    let removed = Cache::clear(&dir)?;
+    let plugins = if removed == 1 { "plugin" } else { "plugins" };
+    eprintln!(
+        "moat: removed {removed} compiled {plugins} from {}",
+        dir.display()
+    );
+    if let Some(store) = Store::default_dir().filter(|d| d.exists()) {
+        std::fs::remove_dir_all(&store).with_context(|| format!("removing {}", store.display()))?;
+        eprintln!("moat: removed the downloads in {}", store.display());
+    }
+    Ok(ExitCode::SUCCESS)
+}
 
 pub fn dir() -> Result<PathBuf> {
     Cache::default_dir().context("no cache folder: set MOAT_CACHE_DIR (or HOME)")

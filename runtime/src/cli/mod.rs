@@ -1,5 +1,7 @@
-//! The `moat` command line: the arguments, and one module per group of commands.
+//! The `moat` command line: the arguments, and one module per group of commands; [`run`]
+//! only dispatches.
 
+mod api_key;
 mod build_plugin;
 mod cache;
 mod call;
@@ -7,6 +9,7 @@ mod credentials;
 mod doctor;
 mod embed;
 mod host_auth;
+mod host_config;
 mod host_files;
 mod hosts;
 mod init;
@@ -22,29 +25,23 @@ mod python_toolchain;
 mod reach;
 mod replace_file;
 mod serve;
+mod serve_args;
 mod supply;
 pub mod version;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use clap::{Parser, Subcommand};
 
 use moat::serve::config;
-use moat::serve::reload::Served;
-use moat::supply::cache::Cache;
 use moat::supply::policy::Policy;
-use moat::supply::signing;
-use moat::supply::source::Store;
 
 use call::call;
-use host_auth::TokenIn;
-use hosts::{Host, Launch, snippet};
 use inspect::inspect;
 use policy::policy_check;
-use serve::serve;
-use supply::{lock, pull, push, verify};
+use supply::{lock, pull, push, sign, verify};
 
 /// Runs untrusted MCP tools as sandboxed WebAssembly components.
 #[derive(Parser)]
@@ -80,43 +77,7 @@ impl Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Serve plugins as MCP tools over stdio, or Streamable HTTP (logs go to stderr).
-    Serve {
-        /// Plugins: files, folders (every `.wasm` file in them), https:// URLs, oci:// references.
-        plugins: Vec<String>,
-        /// A moat.toml naming plugins and their limits.
-        #[arg(long)]
-        config: Option<PathBuf>,
-        /// The secrets file for `${secret:NAME}` in moat.toml, instead of the one it names.
-        #[arg(long, requires = "config")]
-        secrets: Option<PathBuf>,
-        /// Serve Streamable HTTP at http://ADDRESS/mcp instead of stdio: IP:PORT, localhost:PORT,
-        /// or a bare PORT on 127.0.0.1.
-        #[arg(long, value_name = "ADDRESS", value_parser = moat::mcp::http::parse_listen_address)]
-        http: Option<std::net::SocketAddr>,
-        #[command(flatten)]
-        trust: TrustArgs,
-        /// Append one JSON line per tool call, prompt and resource read to FILE (overrides
-        /// `[audit]` in moat.toml).
-        #[arg(long, value_name = "FILE")]
-        audit: Option<PathBuf>,
-        /// Record the arguments of each call in the audit log, not only their digest.
-        #[arg(long, requires = "audit")]
-        audit_arguments: bool,
-        /// Tools per `tools/list` page.
-        #[arg(long, value_name = "N", default_value_t = moat::mcp::catalogue::DEFAULT_PAGE_SIZE)]
-        page_size: std::num::NonZeroUsize,
-        #[command(flatten)]
-        http_flags: HttpArgs,
-        /// Send a trace span of every tool call to this OTLP/HTTP collector
-        /// (`http://127.0.0.1:4318`); default: `[telemetry]` in moat.toml, else
-        /// $OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or $OTEL_EXPORTER_OTLP_ENDPOINT, else none.
-        #[arg(long, value_name = "URL")]
-        otlp_endpoint: Option<String>,
-        /// Compile every plugin not in the compiled-plugin cache with Cranelift before serving,
-        /// instead of serving it at once on Winch's code and swapping Cranelift's in when ready.
-        #[arg(long)]
-        no_tiering: bool,
-    },
+    Serve(serve_args::ServeArgs),
     /// Show a plugin's tools, their schemas and descriptions, what it imports, its permission
     /// manifest and what became of each grant.
     Inspect {
@@ -220,25 +181,8 @@ enum Command {
     Config {
         #[command(subcommand)]
         action: Option<ConfigAction>,
-        /// The host: claude-desktop, claude-code, cursor or vscode.
-        #[arg(required = true)]
-        host: Option<Host>,
-        /// Plugins: files, folders, https:// URLs, oci:// references.
-        plugins: Vec<PathBuf>,
-        /// A moat.toml naming plugins and their limits.
-        #[arg(long)]
-        config: Option<PathBuf>,
-        /// Point the host at a moat serving Streamable HTTP at this address instead.
-        #[arg(long, value_name = "ADDRESS", value_parser = moat::mcp::http::parse_listen_address)]
-        http: Option<std::net::SocketAddr>,
-        /// The server's name in the host's configuration.
-        #[arg(long, default_value = "moat")]
-        name: String,
-        /// With --http: the local token's file, as given to `moat serve --token-file`.
-        #[arg(long, value_name = "FILE", requires = "http")]
-        token_file: Option<PathBuf>,
         #[command(flatten)]
-        write: host_files::WriteArgs,
+        target: host_config::HostConfigArgs,
     },
     /// Credentials for `moat serve --http`.
     Auth {
@@ -314,33 +258,6 @@ enum Command {
         #[arg(long)]
         config: Option<PathBuf>,
     },
-}
-
-/// How `moat serve --http` authenticates and is reached.
-#[derive(clap::Args)]
-struct HttpArgs {
-    /// Serve HTTP without authentication: any local process may call every tool. Loopback
-    /// addresses only; a policy may forbid it.
-    #[arg(long, requires = "http")]
-    no_auth: bool,
-    /// The local bearer token's file (default: $MOAT_TOKEN_FILE, else
-    /// ~/.config/moat/http-token), created on first use, readable by its owner only.
-    #[arg(
-        long,
-        value_name = "FILE",
-        requires = "http",
-        conflicts_with = "no_auth"
-    )]
-    token_file: Option<PathBuf>,
-    /// Serve HTTPS with this PEM certificate chain (reloaded when it changes).
-    #[arg(long, value_name = "PEM", requires_all = ["http", "tls_key"])]
-    tls_cert: Option<PathBuf>,
-    /// The PEM private key of --tls-cert.
-    #[arg(long, value_name = "PEM", requires = "tls_cert")]
-    tls_key: Option<PathBuf>,
-    /// Serve /metrics on this address, without authentication, instead of beside /mcp.
-    #[arg(long, value_name = "ADDRESS", requires = "http", value_parser = moat::mcp::http::parse_listen_address)]
-    metrics: Option<std::net::SocketAddr>,
 }
 
 #[derive(Subcommand)]
@@ -425,48 +342,7 @@ enum CacheAction {
 
 pub async fn run(cli: Cli) -> Result<ExitCode> {
     match cli.command {
-        Command::Serve {
-            plugins,
-            config,
-            secrets,
-            http,
-            trust,
-            audit,
-            audit_arguments,
-            page_size,
-            http_flags,
-            otlp_endpoint,
-            no_tiering,
-        } => {
-            let policy = Policy::resolve(trust.policy.as_deref())?;
-            let audit_from_flag = audit.is_some();
-            let audit = match (audit, &config) {
-                (Some(path), _) => Some((path, audit_arguments)),
-                (None, Some(config)) => config::read_audit(config)?.map(|a| (a.path, a.arguments)),
-                (None, None) => None,
-            };
-            let served = Served {
-                paths: plugins.iter().map(PathBuf::from).collect(),
-                config,
-                secrets,
-                denied_tools: policy.deny_tools.clone(),
-            };
-            let flags = moat::serve::exposure::Flags {
-                no_auth: http_flags.no_auth,
-                token_file: http_flags.token_file,
-                tls_cert: http_flags.tls_cert,
-                tls_key: http_flags.tls_key,
-                metrics: http_flags.metrics,
-            };
-            let options = serve::Options {
-                page_size,
-                audit,
-                audit_from_flag,
-                otlp_endpoint,
-                tiered: !no_tiering,
-            };
-            serve(served, http.map(|addr| (addr, flags)), policy, options).await
-        }
+        Command::Serve(args) => serve_args::run(args).await,
         Command::Inspect {
             plugin,
             json,
@@ -511,11 +387,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Doctor => doctor::doctor().await,
-        Command::Sign { key, file } => {
-            let out = signing::sign_file(&key, &file)?;
-            eprintln!("moat: wrote {}", out.display());
-            Ok(ExitCode::SUCCESS)
-        }
+        Command::Sign { key, file } => sign(&key, &file),
         Command::Verify { key, policy, file } => verify(key, policy, file),
         Command::Credentials { action } => match action {
             CredentialsAction::List {
@@ -562,92 +434,23 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         }
         Command::Config {
             action: None,
-            host,
-            plugins,
-            config,
-            http,
-            name,
-            token_file,
-            write,
-        } => {
-            let host = host.context("name the host")?;
-            let launch = match http {
-                Some(addr) => {
-                    let service = hosts::service(config.as_deref())?;
-                    let reach = reach::url(addr, &service)?;
-                    if let Some(note) = &reach.note {
-                        eprintln!("moat: {note}");
-                    }
-                    Launch::Http {
-                        url: reach.url,
-                        credential: host_auth::credential(&service, token_file)?,
-                    }
-                }
-                None => {
-                    let cwd = std::env::current_dir()?;
-                    hosts::check_sources(&plugins, config.as_deref(), &cwd)?;
-                    Launch::stdio(std::env::current_exe()?, &plugins, config.as_deref(), &cwd)
-                }
-            };
-            if write.write {
-                return host_files::write(host, &name, &launch, write.file);
-            }
-            print_out(&snippet(host, &name, &launch)?);
-            if let Launch::Http { credential, .. } = &launch
-                && let Some(note) = host_auth::note(host, &name, None, credential, TokenIn::Entry)
-            {
-                eprintln!("moat: {note}");
-            }
-            Ok(ExitCode::SUCCESS)
-        }
+            target,
+        } => host_config::run(target),
         Command::Auth {
             action: AuthAction::Key { name },
-        } => {
-            if name.is_empty()
-                || !name
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || "_.-".contains(c))
-            {
-                anyhow::bail!("a key's name may hold only ASCII letters, digits, `_`, `.` and `-`");
-            }
-            let key = moat::access::credentials::generate()?;
-            print_out(&key);
-            eprintln!(
-                "moat: give the client the key above (`Authorization: Bearer KEY`); put its hash \
-                 in moat.toml:\n\n[auth.api_keys]\n{name} = \"{}\"",
-                moat::access::credentials::hashed(&key)
-            );
-            Ok(ExitCode::SUCCESS)
-        }
+        } => api_key::make(&name),
         Command::Cache {
             action: CacheAction::List,
         } => cache::list(),
         Command::Cache {
             action: CacheAction::Dir,
-        } => {
-            print_out(&cache::dir()?.display().to_string());
-            Ok(ExitCode::SUCCESS)
-        }
+        } => cache::print_dir(),
         Command::Cache {
             action: CacheAction::Size,
         } => cache::size(),
         Command::Cache {
             action: CacheAction::Clear,
-        } => {
-            let dir = Cache::default_dir().context("no cache folder: set MOAT_CACHE_DIR")?;
-            let removed = Cache::clear(&dir)?;
-            let plugins = if removed == 1 { "plugin" } else { "plugins" };
-            eprintln!(
-                "moat: removed {removed} compiled {plugins} from {}",
-                dir.display()
-            );
-            if let Some(store) = Store::default_dir().filter(|d| d.exists()) {
-                std::fs::remove_dir_all(&store)
-                    .with_context(|| format!("removing {}", store.display()))?;
-                eprintln!("moat: removed the downloads in {}", store.display());
-            }
-            Ok(ExitCode::SUCCESS)
-        }
+        } => cache::clear(),
     }
 }
 

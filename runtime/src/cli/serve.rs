@@ -12,6 +12,7 @@ use moat::cluster::Cluster;
 use moat::mcp::audit::AuditLog;
 use moat::mcp::catalogue::Catalogue;
 use moat::mcp::server::MoatServer;
+use moat::serve::config::Config;
 use moat::serve::reload::{Loader, Served};
 use moat::serve::tables::{Overridden, Tables};
 use moat::shared::Backends;
@@ -20,6 +21,8 @@ use moat::supply::policy::{Policy, Transport};
 
 /// How `moat serve` serves, besides what and over which transport.
 pub struct Options {
+    /// moat.toml and its secrets file, read once (all defaults without a config).
+    pub config: Config,
     pub page_size: std::num::NonZeroUsize,
     /// The audit log, and whether it records arguments.
     pub audit: Option<(PathBuf, bool)>,
@@ -37,6 +40,7 @@ pub async fn serve(
     options: Options,
 ) -> Result<ExitCode> {
     let Options {
+        config,
         page_size,
         audit,
         audit_from_flag,
@@ -52,7 +56,7 @@ pub async fn serve(
         None => policy.check_transport(Transport::Stdio, None)?,
     }
     // Read before anything loads: a bad [auth] or [[access]] stops moat at once.
-    let service = served.service()?;
+    let service = config.service.clone();
     let otlp_endpoint = otlp_endpoint
         .or(service.otlp_endpoint.clone())
         .or_else(|| std::env::var("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT").ok())
@@ -77,13 +81,13 @@ pub async fn serve(
         None => (None, None),
     };
     let mut tables = Tables::new(
-        served.config.clone(),
         &service,
+        config.audit.clone(),
         overridden,
         live,
         policy.clone(),
-    )?;
-    let (sources, fetched) = served.fetch().await?;
+    );
+    let (sources, fetched) = served.fetch(config.plugins).await?;
     if sources.is_empty() {
         bail!("nothing to serve: {}", why_no_sources(&served));
     }
@@ -129,8 +133,8 @@ pub async fn serve(
     // (URLs and OCI references are not paths; what they fetch lies in the cache.)
     .chain(served.paths.iter().filter(|p| p.exists()).cloned())
     .collect();
-    if let Some(config) = &served.config {
-        moat::sandbox::engine::set_pool_limits(moat::serve::config::read_engine(config)?)?;
+    if served.config.is_some() {
+        moat::sandbox::engine::set_pool_limits(config.engine)?;
     }
     let mut loader = Loader::new(moat::sandbox::engine::new_engine_with_fuel(fuel)?, cache);
     if tiered {

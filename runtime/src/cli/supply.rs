@@ -137,6 +137,13 @@ pub async fn lock(config_path: &Path, check: bool) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// `moat sign`: signs `file` with the secret `key`, writing FILE.minisig.
+pub fn sign(key: &Path, file: &Path) -> Result<ExitCode> {
+    let out = signing::sign_file(key, file)?;
+    eprintln!("moat: wrote {}", out.display());
+    Ok(ExitCode::SUCCESS)
+}
+
 /// `moat verify`: checks FILE.minisig over FILE's bytes.
 pub fn verify(key: Option<PathBuf>, policy: Option<PathBuf>, file: PathBuf) -> Result<ExitCode> {
     let keys = match (key, policy) {

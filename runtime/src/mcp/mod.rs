@@ -1,9 +1,10 @@
-//! The protocol face: MCP over stdio ([`server`], [`stdio`]) and Streamable HTTP ([`http`]), the tool list
+//! The protocol face: MCP over stdio ([`server`], its tool calls in `call`, [`stdio`]) and Streamable HTTP ([`http`]), the tool list
 //! being served ([`catalogue`]), the audit log of every call ([`audit`]) and the metrics
 //! ([`metrics`]).
 
 pub mod asking;
 pub mod audit;
+mod call;
 pub mod catalogue;
 pub mod http;
 pub mod instructions;

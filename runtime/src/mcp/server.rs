@@ -9,20 +9,16 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use rmcp::model::{
-    CacheScope, CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams,
-    ClientCapabilities, CompleteRequestParams, CompleteResult, ContentBlock, CreateTaskResult,
-    DiscoverResult, ErrorCode, GetPromptRequestParams, GetPromptResponse, GetTaskParams,
-    GetTaskResult, Implementation, InitializeRequestParams, InitializeResult, ListPromptsResult,
-    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, LoggingLevel,
-    LoggingMessageNotificationParam, PaginatedRequestParams, ProgressNotificationParam,
-    ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities, ServerConfig,
-    SetLevelRequestParams, SubscribeRequestParams, SubscriptionFilter, Tool,
-    UnsubscribeRequestParams, UpdateTaskParams,
+    CacheScope, CallToolRequestParams, CallToolResponse, CancelTaskParams, CompleteRequestParams,
+    CompleteResult, DiscoverResult, ErrorCode, GetPromptRequestParams, GetPromptResponse,
+    GetTaskParams, GetTaskResult, Implementation, InitializeRequestParams, InitializeResult,
+    ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
+    LoggingLevel, PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse,
+    ServerCapabilities, ServerConfig, SetLevelRequestParams, SubscribeRequestParams,
+    SubscriptionFilter, Tool, UnsubscribeRequestParams, UpdateTaskParams,
 };
-use rmcp::service::{NotificationContext, Peer, RequestContext, SubscriptionContext};
+use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
-use serde_json::json;
-use tokio::sync::mpsc;
 
 use crate::access::Principal;
 use crate::access::quotas::{HandedSlot, Slot};
@@ -30,11 +26,7 @@ use crate::mcp::audit::{self, Outcome};
 use crate::mcp::catalogue::{Catalogue, MAX_SUBSCRIPTIONS, Subscribed};
 use crate::mcp::instructions;
 use crate::mcp::request_state::Binding;
-use crate::mcp::surface::{Asking, Unfinished, no_subscriptions};
-use crate::mcp::tasks::Job;
-use crate::mcp::traces::{CallFacts, CallSpan};
-use crate::plugin::{CallError, Exchange};
-use crate::sandbox::host::{GuestEvent, Level, MAX_PENDING_EVENTS};
+use crate::mcp::surface::no_subscriptions;
 use crate::sandbox::network::CallCredentials;
 
 /// Serves the tools of a [`Catalogue`] (or of a fixed [`crate::plugin::registry::Registry`]) over MCP.
@@ -116,7 +108,10 @@ impl MoatServer {
     /// [`MoatServer::call_credentials`], for a task's run.
     /// Who a task's run is for: the request's caller, with their credentials and their access
     /// as it is when each run begins.
-    fn task_caller(&self, extensions: &rmcp::model::Extensions) -> crate::mcp::tasks::Caller {
+    pub(super) fn task_caller(
+        &self,
+        extensions: &rmcp::model::Extensions,
+    ) -> crate::mcp::tasks::Caller {
         let credentials = self
             .call_credentials(extensions)
             .map(|c| c as Arc<dyn CallCredentials>);
@@ -181,104 +176,7 @@ impl MoatServer {
                 )
             })
     }
-
-    /// Hands the guest's log and progress reports of one call on to the client. The returned
-    /// future ends once the call drops its sender. It runs beside the call in the call's own
-    /// task, not in a task of its own: spawning one per call cost a wake-up of another thread
-    /// on every call, and the reports still go out whenever the guest waits or yields (at
-    /// least every epoch tick).
-    fn forward_events(
-        &self,
-        peer: Peer<RoleServer>,
-        progress_token: Option<rmcp::model::ProgressToken>,
-        log_threshold: Option<LoggingLevel>,
-        plugin: &crate::plugin::Plugin,
-    ) -> (mpsc::Sender<GuestEvent>, impl Future<Output = ()>) {
-        let (sender, mut receiver) = mpsc::channel(MAX_PENDING_EVENTS);
-        let scheme = plugin.scheme.clone();
-        let plugin = plugin.name.to_string();
-        let catalogue = self.catalogue.clone();
-        let forwarder = async move {
-            while let Some(event) = receiver.recv().await {
-                let sent = match event {
-                    GuestEvent::Log { level, message } => {
-                        let level = logging_level(level);
-                        if log_threshold.is_none_or(|least| rank(level) < rank(least)) {
-                            continue;
-                        }
-                        let mut param = LoggingMessageNotificationParam::new(level, json!(message));
-                        param.logger = Some(plugin.clone());
-                        peer.notify_logging_message(param).await
-                    }
-                    GuestEvent::Progress {
-                        progress,
-                        total,
-                        message,
-                    } => {
-                        let Some(token) = progress_token.clone() else {
-                            continue;
-                        };
-                        let mut param = ProgressNotificationParam::new(token, progress);
-                        param.total = total;
-                        param.message = message;
-                        peer.notify_progress(param).await
-                    }
-                    GuestEvent::ResourceUpdated { uri } => {
-                        // A plugin names only its own resources: the scheme is moat's to add.
-                        catalogue
-                            .resource_updated(&format!("{scheme}://{uri}"))
-                            .await;
-                        Ok(())
-                    }
-                };
-                if sent.is_err() {
-                    break; // the client is gone
-                }
-            }
-        };
-        (sender, forwarder)
-    }
-
-    /// The least severe guest log level this request wants: 2026-07-28 requests say so in their
-    /// own `_meta` (no level: no log messages); earlier clients set it per connection.
-    fn log_threshold(&self, meta: &rmcp::model::RequestMetaObject) -> Option<LoggingLevel> {
-        match meta.protocol_version() {
-            Some(_) => meta.log_level(),
-            None => Some(*self.log_level.lock().expect("log level lock")),
-        }
-    }
 }
-
-impl MoatServer {
-    /// The client a call's guest may ask, for a plugin that imports `client` or `tasks` (others
-    /// get none, and their calls pay nothing for it); a tool that runs only as a task is refused
-    /// to a client that does not follow tasks.
-    fn asking_for_call(
-        &self,
-        context: &RequestContext<RoleServer>,
-        binding: &Binding<'_>,
-        request: &CallToolRequestParams,
-        plugin: &crate::plugin::Plugin,
-        tool: &crate::plugin::Tool,
-    ) -> Result<Option<Asking>, McpError> {
-        let follows_tasks = || {
-            context
-                .client_capabilities()
-                .is_some_and(|c| c.supports_tasks())
-        };
-        if tool.task_required && !follows_tasks() {
-            let required = ClientCapabilities::builder().enable_tasks().build();
-            return Err(McpError::missing_required_client_capability(required));
-        }
-        if !plugin.asks_client() && !plugin.injects_callers_credentials() {
-            return Ok(None);
-        }
-        let state = request.request_state.as_deref();
-        let responses = request.input_responses.as_ref();
-        self.asking(context, binding, state, responses).map(Some)
-    }
-}
-
 /// How a call ended, for its audit line.
 pub(crate) struct Ended {
     pub outcome: Outcome,
@@ -298,43 +196,17 @@ impl Ended {
             credentials: Vec::new(),
         }
     }
+
+    /// A request refused before its guest ran, with the error the client gets.
+    pub(crate) fn refused(outcome: Outcome, error: &McpError) -> Self {
+        Self {
+            error: Some(error.message.to_string()),
+            ..Self::plain(outcome)
+        }
+    }
 }
 
 impl MoatServer {
-    /// Counts the call in the metrics, and writes its line in the audit log when there is one.
-    fn audit(
-        &self,
-        context: &RequestContext<RoleServer>,
-        request: &CallToolRequestParams,
-        plugin: Option<&crate::plugin::Plugin>,
-        started: std::time::Instant,
-        ended: Ended,
-        span: Option<CallSpan>,
-    ) {
-        if let Some(span) = span {
-            span.end(
-                plugin.map(|p| &*p.name),
-                ended.outcome,
-                ended.error.as_deref(),
-            );
-        }
-        self.catalogue.metrics().record_call(
-            plugin.map(|p| &*p.name),
-            &request.name,
-            ended.outcome,
-            started.elapsed(),
-            ended.denied.len(),
-        );
-        let request = Binding {
-            method: "tools/call",
-            name: &request.name,
-            arguments: request.arguments.as_ref(),
-            principal: &self.principal_of(&context.extensions).name,
-        };
-        self.record(context, &request, plugin, started, ended);
-    }
-
-    /// Writes one request's line in the audit log, when there is one.
     pub(crate) fn record(
         &self,
         context: &RequestContext<RoleServer>,
@@ -480,133 +352,7 @@ impl ServerHandler for MoatServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
-        let started = std::time::Instant::now();
-        // This call keeps the registry, and so its plugin, to the end, even across a reload.
-        let registry = self.catalogue.current();
-        let principal = self.principal_of(&context.extensions);
-        let session = session_header(&context.extensions);
-        let span = self.catalogue.traces().map(|traces| {
-            let facts = CallFacts {
-                principal: &principal.name,
-                request_id: Some(context.id.to_string()),
-                session: session.as_deref(),
-                protocol_version: context.meta.protocol_version().map(|v| v.to_string()),
-            };
-            traces.start(&request.name, &context.meta, facts)
-        });
-        let Some((plugin, tool)) = self.catalogue.find(&registry, principal, &request.name) else {
-            self.audit(
-                &context,
-                &request,
-                None,
-                started,
-                Ended::plain(Outcome::UnknownTool),
-                span,
-            );
-            return Err(McpError::invalid_params(
-                format!("unknown tool \"{}\"", request.name),
-                None,
-            ));
-        };
-        let binding = Binding {
-            method: "tools/call",
-            name: &request.name,
-            arguments: request.arguments.as_ref(),
-            principal: &principal.name,
-        };
-        let asking = self.asking_for_call(&context, &binding, &request, plugin, tool);
-        let asking = match asking {
-            Ok(asking) => asking,
-            Err(error) => {
-                let ended = Ended {
-                    outcome: Outcome::InvalidArguments,
-                    error: Some(error.message.to_string()),
-                    denied: Vec::new(),
-                    credentials: Vec::new(),
-                };
-                self.audit(&context, &request, Some(plugin), started, ended, span);
-                return Err(error);
-            }
-        };
-        let _slot = match self.call_slot(&context).await {
-            Ok(slot) => slot,
-            Err(error) => {
-                let ended = Ended {
-                    outcome: Outcome::Busy,
-                    error: Some(error.message.to_string()),
-                    denied: Vec::new(),
-                    credentials: Vec::new(),
-                };
-                self.audit(&context, &request, Some(plugin), started, ended, span);
-                return Err(error);
-            }
-        };
-        let (events, forwarder) = self.forward_events(
-            context.peer.clone(),
-            context.meta.get_progress_token(),
-            self.log_threshold(&context.meta),
-            plugin,
-        );
-        let credentials = self.call_credentials(&context.extensions);
-        let exchange = Exchange {
-            events: Some(events),
-            client: asking.as_ref().map(|a| a.client.clone()),
-            credentials: credentials.clone().map(|c| c as Arc<dyn CallCredentials>),
-        };
-        let call = plugin.call_asking(tool, request.arguments.as_ref(), exchange);
-        // The forwarding ends after the call, which drops its sender: every report it made goes
-        // out before the answer.
-        let call = async { tokio::join!(call, forwarder).0 };
-        let crate::plugin::CallOutcome {
-            result: outcome,
-            denials,
-        } = tokio::select! {
-            outcome = call => outcome,
-            () = context.ct.cancelled() => {
-                self.audit(&context, &request, Some(plugin), started, Ended::plain(Outcome::Cancelled), span);
-                tracing::info!(tool = tool.name, "call cancelled by the client");
-                return Err(McpError::internal_error("the call was cancelled", None));
-            }
-        };
-        let (audited, error) = match &outcome {
-            Ok(result) if result.is_error == Some(true) => (Outcome::ToolError, None),
-            Ok(_) => (Outcome::Ok, None),
-            Err(error) => (audit::outcome_of(error), Some(error.to_string())),
-        };
-        let ended = Ended {
-            outcome: audited,
-            error,
-            denied: denials,
-            credentials: credentials.as_ref().map(|c| c.used()).unwrap_or_default(),
-        };
-        self.audit(&context, &request, Some(plugin), started, ended, span);
-        if let (Err(CallError::Detached), Some(asking)) = (&outcome, &asking) {
-            let job = Job {
-                registry: registry.clone(),
-                tool: request.name.to_string(),
-                arguments: request.arguments.clone(),
-                capabilities: asking.capabilities.clone(),
-                caller: self.task_caller(&context.extensions),
-            };
-            let tasks = self.catalogue.tasks();
-            let task = tasks.start(&principal.name, job, asking.answered()).await?;
-            return Ok(CreateTaskResult::new(task).into());
-        }
-        if let Err(error) = &outcome {
-            match self.unfinished(error, asking.as_ref(), &binding) {
-                Some(Unfinished::InputRequired(result)) => return Ok(result.into()),
-                Some(Unfinished::Error(error)) => return Err(error),
-                None => {}
-            }
-        }
-        Ok(match outcome {
-            Ok(result) => result,
-            Err(error) => {
-                tracing::warn!(tool = tool.name, "call failed: {error}");
-                CallToolResult::error(vec![ContentBlock::text(error.to_string())])
-            }
-        }
-        .into())
+        self.call_tool_of(request, context).await
     }
 
     async fn list_prompts(
@@ -769,34 +515,10 @@ impl ServerHandler for MoatServer {
 
 /// The `Mcp-Session-Id` an HTTP request carried, as spans and the audit log name it: its
 /// digest, since the id itself lets its holder use the session.
-fn session_header(extensions: &rmcp::model::Extensions) -> Option<String> {
+pub(super) fn session_header(extensions: &rmcp::model::Extensions) -> Option<String> {
     extensions
         .get::<axum::http::request::Parts>()
         .and_then(|parts| parts.headers.get("mcp-session-id"))
         .and_then(|id| id.to_str().ok())
         .map(crate::mcp::http::sessions::digest)
-}
-
-fn logging_level(level: Level) -> LoggingLevel {
-    match level {
-        Level::Debug => LoggingLevel::Debug,
-        Level::Info => LoggingLevel::Info,
-        Level::Notice => LoggingLevel::Notice,
-        Level::Warning => LoggingLevel::Warning,
-        Level::Error => LoggingLevel::Error,
-    }
-}
-
-/// Severity order, least severe first.
-fn rank(level: LoggingLevel) -> u8 {
-    match level {
-        LoggingLevel::Debug => 0,
-        LoggingLevel::Info => 1,
-        LoggingLevel::Notice => 2,
-        LoggingLevel::Warning => 3,
-        LoggingLevel::Error => 4,
-        LoggingLevel::Critical => 5,
-        LoggingLevel::Alert => 6,
-        LoggingLevel::Emergency => 7,
-    }
 }

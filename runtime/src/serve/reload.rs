@@ -20,8 +20,7 @@ use wasmtime::Engine;
 use crate::plugin::Plugin;
 use crate::plugin::registry::{LoadError, Registry};
 use crate::plugin::tiers::Tiers;
-use crate::serve::config;
-use crate::serve::service::Service;
+use crate::serve::config::{self, Config};
 use crate::supply::PluginSource;
 use crate::supply::cache::Cache;
 use crate::supply::lock::Lock;
@@ -45,23 +44,32 @@ pub struct Served {
 static NO_LOCK_SAID: AtomicBool = AtomicBool::new(false);
 
 impl Served {
-    /// The service tables of the config (all defaults without one).
-    pub fn service(&self) -> Result<Service> {
+    /// The config and its secrets file, each read once: what one start or reload serves (all
+    /// defaults without a config).
+    pub fn read(&self) -> Result<Config> {
         match &self.config {
-            Some(path) => config::read_service(path, self.secrets.as_deref()),
-            None => Ok(Service::default()),
+            Some(path) => config::load(path, self.secrets.as_deref()),
+            None => Ok(Config::default()),
         }
     }
 
     /// The plugins these name now; two plugins of one name are an error.
     pub fn sources(&self) -> Result<Vec<PluginSource>> {
-        Ok(self.sources_split()?.0)
+        let plugins = match &self.config {
+            Some(path) => config::read_with_secrets(path, self.secrets.as_deref())?,
+            None => Vec::new(),
+        };
+        Ok(self.sources_split(plugins)?.0)
     }
 
-    /// Every plugin's component, fetched (from its file, URL or registry) and, for the plugins
+    /// Every plugin's component, those named here and `plugins` (the config's, as
+    /// [`Served::read`] read them), fetched (from its file, URL or registry) and, for the plugins
     /// of the config, checked against the lock file beside it.
-    pub async fn fetch(&self) -> Result<(Vec<PluginSource>, Vec<Result<Fetched>>)> {
-        let (sources, named) = self.sources_split()?;
+    pub async fn fetch(
+        &self,
+        plugins: Vec<PluginSource>,
+    ) -> Result<(Vec<PluginSource>, Vec<Result<Fetched>>)> {
+        let (sources, named) = self.sources_split(plugins)?;
         let fetcher = Fetcher::from_env();
         let mut fetched = fetch_all(&fetcher, &sources).await;
         if let Some(path) = &self.config {
@@ -85,8 +93,9 @@ impl Served {
         Ok((sources, fetched))
     }
 
-    /// The sources, and how many of them come first from the command line.
-    fn sources_split(&self) -> Result<(Vec<PluginSource>, usize)> {
+    /// The sources, `plugins` (the config's) after those of the command line, and how many of
+    /// them come first from the command line.
+    fn sources_split(&self, plugins: Vec<PluginSource>) -> Result<(Vec<PluginSource>, usize)> {
         let args: Vec<String> = self
             .paths
             .iter()
@@ -94,9 +103,7 @@ impl Served {
             .collect();
         let mut sources = config::sources_from_args(&args)?;
         let named = sources.len();
-        if let Some(path) = &self.config {
-            sources.extend(config::read_with_secrets(path, self.secrets.as_deref())?);
-        }
+        sources.extend(plugins);
         let mut names = HashSet::new();
         if let Some(dup) = sources.iter().find(|s| !names.insert(s.name.clone())) {
             bail!(

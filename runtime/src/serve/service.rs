@@ -278,18 +278,17 @@ pub(super) struct Tables<'a> {
     pub http: Option<HttpEntry>,
     pub telemetry: Option<TelemetryEntry>,
     pub cluster: Option<super::cluster::ClusterEntry>,
-    pub credentials: BTreeMap<String, super::credentials::CredentialsEntry>,
-    pub credential_store: Option<super::credentials::StoreEntry>,
+    pub credentials: &'a BTreeMap<String, super::credentials::CredentialsEntry>,
+    pub credential_store: Option<&'a super::credentials::StoreEntry>,
     pub base: &'a Path,
     pub expand: &'a dyn Fn(&str) -> Result<String>,
 }
 
 pub(super) fn parse(tables: Tables) -> Result<Service> {
     let mut service = Service {
-        credentials: super::credentials::sources(&tables.credentials, tables.expand)?,
+        credentials: super::credentials::sources(tables.credentials, tables.expand)?,
         credential_store: tables
             .credential_store
-            .as_ref()
             .map(|entry| {
                 let clustered = tables.cluster.is_some();
                 super::credentials::store(entry, tables.base, tables.expand, clustered)
@@ -510,8 +509,8 @@ mod tests {
             http: tables.http,
             telemetry: tables.telemetry,
             cluster: tables.cluster,
-            credentials: tables.credentials,
-            credential_store: tables.credential_store,
+            credentials: &tables.credentials,
+            credential_store: tables.credential_store.as_ref(),
             base: Path::new("/srv/moat"),
             expand: &expand,
         })

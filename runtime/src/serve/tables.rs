@@ -10,22 +10,19 @@
 //! either.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
 
 use anyhow::{Result, bail};
 
 use crate::mcp::catalogue::{Catalogue, CredentialSources};
 use crate::mcp::http::{Live, Settings};
 use crate::mcp::request_state::Sealer;
-use crate::serve::config::{self, AuditSettings};
+use crate::serve::config::AuditSettings;
 use crate::serve::exposure::{self, Flags};
 use crate::serve::service::Service;
 use crate::supply::policy::Policy;
 
-/// Where the service tables come from and what they are applied to.
+/// What the service tables are applied to.
 pub struct Tables {
-    /// The `moat.toml` they are read from, if any.
-    config: Option<PathBuf>,
     /// What the command line set in their place, which no edit of the file changes.
     overridden: Overridden,
     /// The HTTP listener, when serving HTTP.
@@ -72,25 +69,25 @@ pub struct Prepared {
 }
 
 impl Tables {
-    /// The tables of `config` as moat starts with `service`, read from it; `http` is the address
-    /// and flags moat serves HTTP with and the settings its router reads (stdio: `None`).
+    /// The tables as moat starts with `service` and `audit` (the config's `[audit]`); `http` is
+    /// the address and flags moat serves HTTP with and the settings its router reads (stdio:
+    /// `None`).
     pub fn new(
-        config: Option<PathBuf>,
         service: &Service,
+        audit: Option<AuditSettings>,
         overridden: Overridden,
         http: Option<(SocketAddr, Flags, Live)>,
         policy: Policy,
-    ) -> Result<Self> {
+    ) -> Self {
         let mut tables = Self {
-            config,
             overridden,
             http: http.map(|(addr, flags, live)| Http { addr, flags, live }),
             policy,
             fixed: Fixed::default(),
             state_key: None,
         };
-        tables.fixed = tables.fixed(service)?;
-        Ok(tables)
+        tables.fixed = tables.fixed(service, audit);
+        tables
     }
 
     /// The HTTP settings `service` gives at `addr`, under `policy`.
@@ -103,20 +100,16 @@ impl Tables {
         exposure::settings(service.clone(), flags, addr, policy)
     }
 
-    fn fixed(&self, service: &Service) -> Result<Fixed> {
-        let audit = match (&self.config, self.overridden.audit) {
-            (Some(config), false) => config::read_audit(config)?,
-            _ => None,
-        };
-        Ok(Fixed {
-            audit,
+    fn fixed(&self, service: &Service, audit: Option<AuditSettings>) -> Fixed {
+        Fixed {
+            audit: audit.filter(|_| !self.overridden.audit),
             otlp_endpoint: service
                 .otlp_endpoint
                 .clone()
                 .filter(|_| !self.overridden.otlp_endpoint),
             stdio_principal: service.stdio_principal.clone(),
             cluster: service.cluster.clone(),
-        })
+        }
     }
 
     /// Refuses `[credentials]` sources the policy does not allow.
@@ -165,11 +158,16 @@ impl Tables {
         })
     }
 
-    /// Checks what `service`, read anew from the file, would change, without changing
-    /// anything: an error names each setting that waits for a restart.
-    pub fn prepare(&self, service: Service, catalogue: &Catalogue) -> Result<Prepared> {
+    /// Checks what `service` and `audit`, read anew from the file, would change, without
+    /// changing anything: an error names each setting that waits for a restart.
+    pub fn prepare(
+        &self,
+        service: Service,
+        audit: Option<AuditSettings>,
+        catalogue: &Catalogue,
+    ) -> Result<Prepared> {
         self.check_credentials(&service)?;
-        let fixed = self.fixed(&service)?;
+        let fixed = self.fixed(&service, audit);
         let mut changed = Vec::new();
         if fixed.audit != self.fixed.audit {
             changed.push("[audit]".to_string());

@@ -13,6 +13,7 @@ use notify_debouncer_full::{DebounceEventResult, Debouncer, RecommendedCache, ne
 use tokio::sync::mpsc;
 
 use crate::mcp::catalogue::Catalogue;
+use crate::serve::config::Config;
 use crate::serve::reload::{Loader, Served};
 use crate::serve::tables::Tables;
 use crate::supply::PluginSource;
@@ -105,15 +106,33 @@ async fn reload(
     tables: &mut Tables,
     catalogue: &Catalogue,
 ) -> Result<Vec<PluginSource>> {
-    // Everything is read, checked and built before anything is swapped: a reload that fails
+    let config = served.read()?;
+    reload_from(config, served, loader, tables, catalogue).await
+}
+
+/// The reload of `config`, the one reading of the file this reload makes: every table and
+/// plugin comes from it, so an edit that lands meanwhile waits for the next reload.
+async fn reload_from(
+    config: Config,
+    served: &Served,
+    loader: &Arc<Mutex<Loader>>,
+    tables: &mut Tables,
+    catalogue: &Catalogue,
+) -> Result<Vec<PluginSource>> {
+    let Config {
+        service,
+        audit,
+        plugins,
+        engine,
+    } = config;
+    // Everything is checked and built before anything is swapped: a reload that fails
     // anywhere changes nothing.
-    let prepared = tables.prepare(served.service()?, catalogue)?;
-    let (sources, fetched) = served.fetch().await?;
+    let prepared = tables.prepare(service, audit, catalogue)?;
+    let (sources, fetched) = served.fetch(plugins).await?;
     if let Some(config) = &served.config {
         // The pool is made once, when moat starts: a new [engine] waits for a restart.
-        let wanted = crate::serve::config::read_engine(config)?;
         let running = crate::sandbox::engine::pool_limits();
-        if wanted != running {
+        if engine != running {
             tracing::warn!(
                 "{}: [engine] changed; it takes effect when moat restarts, and until then \
                  plugins load with the limits moat started with ({running})",
@@ -215,4 +234,53 @@ impl Watched {
 
 fn absolute(path: &Path) -> PathBuf {
     std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use super::*;
+    use crate::plugin::registry::Registry;
+    use crate::serve::tables::Overridden;
+    use crate::supply::policy::Policy;
+
+    /// A reload prepares and swaps from the one reading of moat.toml it starts with: spoiled
+    /// after that reading, the file is not read again, so no table of another version can be
+    /// paired with this one's plugins.
+    #[tokio::test]
+    async fn a_reload_reads_moat_toml_once() {
+        let dir = std::env::temp_dir().join(format!("moat-reload-once-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("moat.toml");
+        std::fs::write(
+            &path,
+            "[audit]\npath = \"audit.jsonl\"\n[quotas]\nrequests_per_minute = 60\n\
+             [engine]\nmax_tables_per_plugin = 3\n",
+        )
+        .unwrap();
+        let served = Served {
+            config: Some(path.clone()),
+            ..Served::default()
+        };
+        let config = served.read().unwrap();
+        let engine = crate::sandbox::engine::new_engine().unwrap();
+        let (registry, _) = Registry::from_plugins(&engine, [], &HashMap::new());
+        let catalogue = Catalogue::from(Arc::new(registry));
+        let mut tables = Tables::new(
+            &config.service,
+            config.audit.clone(),
+            Overridden::default(),
+            None,
+            Policy::none(),
+        );
+        let loader = Arc::new(Mutex::new(Loader::new(engine, None)));
+        std::fs::write(&path, "[plugins\n").unwrap();
+        assert!(served.read().is_err(), "the file is spoiled");
+        let sources = reload_from(config, &served, &loader, &mut tables, &catalogue)
+            .await
+            .expect("a reload that reads only the one reading it was given");
+        assert!(sources.is_empty());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

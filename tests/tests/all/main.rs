@@ -4,6 +4,7 @@ mod auth;
 mod burn;
 mod cache;
 mod chatty;
+mod config_errors;
 mod conformance;
 mod echo;
 mod fetch;
