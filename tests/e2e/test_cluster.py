@@ -322,6 +322,29 @@ def test_a_legacy_session_goes_on_on_another_replica_for_its_owner_only(
     assert session_echo(other.port, ALICE, session, "again").status == 200
 
 
+def test_a_session_outlives_a_restart_of_a_store_that_keeps_nothing(
+        make_cluster: Callable[..., Cluster]) -> None:
+    cluster = make_cluster()
+    opener, other = cluster.start("r0"), cluster.start("r1")
+    session = open_session(opener.port, ALICE)
+    assert session_echo(opener.port, ALICE, session, "before").status == 200
+    # Restarted without persistence (as the bundled Redis and Valkey configs run): no record.
+    cluster.redis.stop()
+    cluster.redis.start()
+    until_in_log(opener, "no longer holds this replica's keys")
+    assert session_echo(opener.port, ALICE, session, "after the restart").status == 200
+    until_in_log(opener, "written again from this replica")
+    # (Until the other replica hears from the store again, it would send the session back.)
+    until_in_log(other, "no longer holds this replica's keys")
+    # The replica that opened it goes: another restores it, for its owner only.
+    opener.process.kill()
+    opener.process.wait()
+    reply = session_echo(other.port, ALICE, session, "elsewhere")
+    assert reply.status == 200, reply.body
+    assert reply.message["result"]["content"][0]["text"] == "elsewhere"
+    assert session_echo(other.port, MALLORY, session, "x").status == 404
+
+
 def in_session(replica: Replica, session: str, method: str, params: dict[str, Any]) -> Reply:
     headers = {"mcp-session-id": session, "mcp-protocol-version": LEGACY_VERSION}
     reply = replica.post(request(9, method, params), ALICE, headers)
