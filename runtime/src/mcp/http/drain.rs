@@ -41,7 +41,19 @@ pub struct Drain {
 }
 
 /// One request counted as answering until dropped.
-struct Answering(Arc<watch::Sender<usize>>);
+pub struct Answering(Arc<watch::Sender<usize>>);
+
+impl Answering {
+    /// `answer`, counted until its body is all written (or dropped).
+    pub fn until_written(self, answer: Response) -> Response {
+        let (parts, body) = answer.into_parts();
+        let body = body.into_data_stream().map(move |chunk| {
+            let _ = &self;
+            chunk
+        });
+        Response::from_parts(parts, Body::from_stream(body))
+    }
+}
 
 impl Drop for Answering {
     fn drop(&mut self) {
@@ -62,17 +74,11 @@ impl Default for Drain {
 }
 
 impl Drain {
-    /// Counts a request that runs a guest from now until `answer` (what it produced) is written
-    /// or dropped with its connection.
-    pub fn until_written(&self, answer: Response) -> Response {
+    /// Counts a request that runs a guest from now until its answer is written
+    /// ([`Answering::until_written`]) or dropped with its connection.
+    pub fn answering(&self) -> Answering {
         self.answering.send_modify(|n| *n += 1);
-        let counted = Answering(self.answering.clone());
-        let (parts, body) = answer.into_parts();
-        let body = body.into_data_stream().map(move |chunk| {
-            let _ = &counted;
-            chunk
-        });
-        Response::from_parts(parts, Body::from_stream(body))
+        Answering(self.answering.clone())
     }
 
     /// Resolves once no call holds a slot and every answer is written.

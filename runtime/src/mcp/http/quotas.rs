@@ -88,8 +88,10 @@ pub async fn limit_calls(
             }
             Err(exceeded) => return too_many(&limiter, principal, rpc.id.clone(), exceeded),
         }
+        // Counted from before the guest runs: its slot is given back before its answer exists.
+        let answering = limiter.drain.answering();
         let answer = next.run(request).await;
-        return limiter.drain.until_written(answer);
+        return answering.until_written(answer);
     }
     next.run(request).await
 }
