@@ -277,6 +277,18 @@ def test_a_modern_request_without_meta_is_a_bad_request(server: HttpServer) -> N
     assert reply.message["error"]["code"] == INVALID_PARAMS
 
 
+def test_a_request_with_neither_a_session_nor_a_version_names_both_ways_in(
+        server: HttpServer) -> None:
+    reply = server.post(request(4, "tools/list", {}))
+    assert reply.status == 400, reply.body
+    assert reply.content_type == "application/json", reply.body
+    error = reply.message["error"]
+    assert reply.message["id"] == 4
+    assert error["code"] == -32600
+    assert "send `initialize` first" in error["message"], error
+    assert "2026-07-28" in error["message"] and "params._meta" in error["message"], error
+
+
 def test_an_unknown_modern_method_is_not_found(server: HttpServer) -> None:
     reply = server.post(request(1, "no/such-method", {"_meta": MODERN_META}),
                         modern_headers("no/such-method"))

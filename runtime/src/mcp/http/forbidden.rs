@@ -1,18 +1,25 @@
 //! rmcp's refusals of a `Host` or `Origin` that moat does not serve (its defence against DNS
-//! rebinding) are plain text saying only "not allowed"; every other refusal of moat's is JSON
-//! with the fix. This layer turns those into the same: what was refused, and what moat accepts.
-//! rmcp makes the check itself, so it stays the one place that decides.
+//! rebinding) are plain text saying only "not allowed", and its refusal of a request with
+//! neither a session nor the 2026-07-28 `_meta` says only "Session ID is required", which sends
+//! a 2026-07-28 client the wrong way; every other refusal of moat's is JSON with the fix. This
+//! layer turns those into the same: what was refused, and what moat accepts. rmcp makes the
+//! checks itself, so it stays the one place that decides.
 
 use axum::body::Body;
 use axum::extract::Request;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use serde_json::json;
+use serde_json::{Value, json};
+
+use super::message::{Rpc, jsonrpc_error};
 
 /// rmcp's bodies for the refusals rewritten here.
 const HOST_REFUSED: &[u8] = b"Forbidden: Host header is not allowed";
 const ORIGIN_REFUSED: &[u8] = b"Forbidden: Origin header is not allowed";
+const NO_SESSION: &[u8] = b"Bad Request: Session ID is required";
+/// JSON-RPC's code for a request that is not a valid one here.
+const INVALID_REQUEST: i32 = -32600;
 /// More than any of them: a longer body is not one of rmcp's refusals.
 const MAX_REFUSAL_BYTES: usize = 256;
 
@@ -22,17 +29,32 @@ pub async fn as_json(request: Request, next: Next) -> Response {
         shown(request.headers(), header::HOST),
         shown(request.headers(), header::ORIGIN),
     );
+    let id = request.extensions().get::<Rpc>().map(|rpc| rpc.id.clone());
     let response = next.run(request).await;
     // rmcp's refusals carry no content type; moat's own are JSON already.
-    if response.status() != StatusCode::FORBIDDEN
+    let status = response.status();
+    if !matches!(status, StatusCode::FORBIDDEN | StatusCode::BAD_REQUEST)
         || response.headers().contains_key(header::CONTENT_TYPE)
     {
         return response;
     }
     let (parts, body) = response.into_parts();
     let Ok(bytes) = axum::body::to_bytes(body, MAX_REFUSAL_BYTES).await else {
-        return StatusCode::FORBIDDEN.into_response();
+        return status.into_response();
     };
+    if &*bytes == NO_SESSION {
+        return jsonrpc_error(
+            StatusCode::BAD_REQUEST,
+            id.unwrap_or(Value::Null),
+            INVALID_REQUEST,
+            "this request names no session and no protocol version: either send `initialize` \
+             first and then its Mcp-Session-Id header with every request (protocol 2025-11-25 \
+             and before), or send each request on its own with protocol 2026-07-28, whose \
+             params._meta carries io.modelcontextprotocol/protocolVersion = \"2026-07-28\" \
+             (and its clientInfo and clientCapabilities), with the MCP-Protocol-Version header"
+                .to_string(),
+        );
+    }
     let description = match &*bytes {
         HOST_REFUSED => format!(
             "moat does not serve the Host {}: use a loopback name (127.0.0.1, localhost, [::1]) \
