@@ -114,8 +114,10 @@ class Cluster:
 
     def start(self, name: str, config: Path | None = None) -> Replica:
         port = free_port()
-        stderr = self.tmp / f"{name}.stderr"
-        audit = self.tmp / f"{name}.audit.jsonl"
+        # Two replicas may be given one name (a mistake moat tells of): each its own files.
+        run = f"{name}-{len(self.replicas)}"
+        stderr = self.tmp / f"{run}.stderr"
+        audit = self.tmp / f"{run}.audit.jsonl"
         with stderr.open("w") as log:
             process = subprocess.Popen(
                 [str(self.moat_bin), "serve", "--config", str(config or self.config), "--http",
@@ -343,6 +345,17 @@ def test_a_session_outlives_a_restart_of_a_store_that_keeps_nothing(
     assert reply.status == 200, reply.body
     assert reply.message["result"]["content"][0]["text"] == "elsewhere"
     assert session_echo(other.port, MALLORY, session, "x").status == 404
+
+
+def test_two_replicas_of_one_name_are_told_of_each_other(
+        make_cluster: Callable[..., Cluster]) -> None:
+    cluster = make_cluster()
+    first = cluster.start("twin")
+    other = cluster.start("other")
+    second = cluster.start("twin")
+    for replica in (first, second):
+        until_in_log(replica, 'is also named "twin"')
+    assert "also named" not in other.log()
 
 
 def in_session(replica: Replica, session: str, method: str, params: dict[str, Any]) -> Reply:

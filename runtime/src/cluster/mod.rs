@@ -103,6 +103,8 @@ pub struct Cluster {
     forgotten: AtomicU64,
     /// Whether the store has held this replica's alive key once.
     known: AtomicBool,
+    /// Whether another run was seen under this replica's name (said once).
+    name_shared: AtomicBool,
     metrics: ClusterMetrics,
     /// What other replicas raise.
     events: broadcast::Sender<Event>,
@@ -146,6 +148,7 @@ impl Cluster {
             up: AtomicBool::new(true),
             forgotten: AtomicU64::new(0),
             known: AtomicBool::new(false),
+            name_shared: AtomicBool::new(false),
             metrics: ClusterMetrics {
                 up: Gauge::default(),
                 round_trips: Histogram::new(exponential_buckets(0.000_05, 4.0, 10)),
@@ -289,6 +292,23 @@ impl Cluster {
         }
     }
 
+    /// Says once that another run holds this replica's name: `named` is the run the store
+    /// last had under it.
+    fn named(&self, named: Option<String>) {
+        let Some(other) = named.filter(|other| *other != self.instance) else {
+            return;
+        };
+        if !self.name_shared.swap(true, Ordering::Relaxed) {
+            tracing::error!(
+                "another replica serving through Redis at {} is also named \"{}\" ({other}): \
+                 give each its own name ([cluster] replica, or MOAT_REPLICA), which audit lines, \
+                 logs, metrics and call leases go by",
+                self.address,
+                self.replica
+            );
+        }
+    }
+
     /// Counts a session restored from the shared store.
     pub(crate) fn restored_session(&self) {
         self.metrics.restored_sessions.inc();
@@ -344,21 +364,32 @@ async fn probe(cluster: std::sync::Weak<Cluster>) {
             return;
         };
         let mut connection = cluster.connection.clone();
-        let mut alive = redis::cmd("SET");
-        // GET: the key as it was, which tells whether the store still holds this replica's.
-        alive
+        // GET: each key as it was. This run's alive key tells whether the store still holds
+        // this replica's keys; the name's, whether another run serves under the same name.
+        let mut pipe = redis::pipe();
+        let px = ALIVE_FOR.as_millis() as u64;
+        pipe.cmd("SET")
             .arg(alive_key(&cluster.instance))
             .arg(1)
             .arg("PX")
-            .arg(ALIVE_FOR.as_millis() as u64)
+            .arg(px)
+            .arg("GET");
+        pipe.cmd("SET")
+            .arg(key("moat:replica", &cluster.replica))
+            .arg(&cluster.instance)
+            .arg("PX")
+            .arg(px)
             .arg("GET");
         let ping = tokio::time::timeout(
             RESPONSE_TIMEOUT,
-            alive.query_async::<Option<String>>(&mut connection),
+            pipe.query_async::<(Option<String>, Option<String>)>(&mut connection),
         )
         .await;
         match ping {
-            Ok(Ok(before)) => cluster.alive_again(before),
+            Ok(Ok((before, named))) => {
+                cluster.alive_again(before);
+                cluster.named(named);
+            }
             Ok(Err(error)) => cluster.went_down(&error.to_string()),
             Err(_) => cluster.went_down("no answer within 500 ms"),
         }
