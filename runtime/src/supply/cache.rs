@@ -59,18 +59,8 @@ impl Cache {
         check_private(dir)?;
         let key_path = dir.join("key");
         let key = match fs::read(&key_path) {
-            Ok(key) => {
-                check_private(&key_path)?;
-                key.try_into().map_err(|_| {
-                    anyhow::anyhow!("{} is not a moat cache key", key_path.display())
-                })?
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                let mut key = [0u8; 32];
-                getrandom::fill(&mut key).map_err(|e| anyhow::anyhow!("no randomness: {e}"))?;
-                write_private(&key_path, &key)?;
-                key
-            }
+            Ok(key) => key_from(&key_path, key)?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => new_key(&key_path)?,
             Err(e) => return Err(e).with_context(|| format!("reading {}", key_path.display())),
         };
         Ok(Self {
@@ -298,21 +288,45 @@ unsafe extern "C" {
     fn libc_geteuid() -> u32;
 }
 
-fn write_private(path: &Path, bytes: &[u8]) -> Result<()> {
-    let mut file = fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(path)
-        .with_context(|| format!("creating {}", path.display()))?;
-    file.write_all(bytes)?;
-    Ok(())
+fn key_from(path: &Path, bytes: Vec<u8>) -> Result<[u8; 32]> {
+    check_private(path)?;
+    bytes
+        .try_into()
+        .map_err(|_| anyhow::anyhow!("{} is not a moat cache key", path.display()))
+}
+
+/// A new key at `path`, or the one another process put there first: replicas sharing a cache
+/// folder may open it empty at the same moment, and all of them must sign with one key. The key
+/// is written whole beside `path` and hard-linked in, which fails when `path` exists, so no
+/// process ever reads half a key or replaces one another already signs with.
+fn new_key(path: &Path) -> Result<[u8; 32]> {
+    let mut key = [0u8; 32];
+    getrandom::fill(&mut key).map_err(|e| anyhow::anyhow!("no randomness: {e}"))?;
+    let temp = write_temp(path, &[&key]).with_context(|| format!("creating {}", path.display()))?;
+    let linked = fs::hard_link(&temp, path);
+    let _ = fs::remove_file(&temp);
+    match linked {
+        Ok(()) => Ok(key),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            let theirs = fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+            key_from(path, theirs)
+        }
+        Err(e) => Err(e).with_context(|| format!("creating {}", path.display())),
+    }
 }
 
 /// Writes `parts` to a private temp file, then renames it to `path`, so a reader never sees half
-/// a file. The counter keeps two writers in this process (two plugins with the same bytes, two
-/// fetches of one URL) from sharing a temp file.
+/// a file.
 pub(crate) fn write_renamed(path: &Path, parts: &[&[u8]]) -> Result<()> {
+    let temp = write_temp(path, parts)?;
+    fs::rename(&temp, path)?;
+    Ok(())
+}
+
+/// Writes `parts` to a new private file beside `path`, synced, and returns its name. The counter
+/// keeps two writers in this process (two plugins with the same bytes, two fetches of one URL)
+/// from sharing a temp file.
+fn write_temp(path: &Path, parts: &[&[u8]]) -> Result<PathBuf> {
     static WRITES: AtomicU64 = AtomicU64::new(0);
     let write = WRITES.fetch_add(1, Ordering::Relaxed);
     let mut name = path.as_os_str().to_owned();
@@ -328,6 +342,5 @@ pub(crate) fn write_renamed(path: &Path, parts: &[&[u8]]) -> Result<()> {
         file.write_all(part)?;
     }
     file.sync_all()?;
-    fs::rename(&temp, path)?;
-    Ok(())
+    Ok(temp)
 }
