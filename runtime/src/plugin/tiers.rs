@@ -93,18 +93,18 @@ impl<'a> Compiler<'a> {
     /// `fetched` as code: Cranelift's from the cache when it is there, else Winch's when there
     /// are tiers and Winch can compile it, else Cranelift's compiled now (and stored).
     pub(crate) fn compile(&self, fetched: &Fetched) -> Result<Compiled<'a>> {
-        let optimized = |component| Compiled {
+        let optimized = |component, from_cache| Compiled {
             component,
             engine: self.engine,
             linker: self.linker,
             baseline: false,
-            cached: self.cache.is_some(),
+            from_cache,
         };
         if let Some(component) = self
             .cache
             .and_then(|cache| cache.cached(self.engine, &fetched.digest))
         {
-            return Ok(optimized(component));
+            return Ok(optimized(component, true));
         }
         if let Some(tiers) = self.tiers {
             if let Some(component) = self
@@ -122,7 +122,7 @@ impl<'a> Compiler<'a> {
             Some(cache) => cache.compile(self.engine, &fetched.wasm, &fetched.digest)?,
             None => Component::new(self.engine, &fetched.wasm).map_err(anyhow::Error::from)?,
         };
-        Ok(optimized(component))
+        Ok(optimized(component, false))
     }
 }
 
@@ -134,8 +134,8 @@ pub(crate) struct Compiled<'a> {
     pub linker: &'a Linker<HostState>,
     /// Whether it is Winch's code, to be optimized.
     pub baseline: bool,
-    /// Whether this code came from the cache (or was stored there).
-    pub cached: bool,
+    /// Whether this code was taken from the cache rather than compiled now.
+    pub from_cache: bool,
 }
 
 impl Tiers {
@@ -182,13 +182,13 @@ impl Tiers {
         Ok(self.compiled(component, false))
     }
 
-    fn compiled(&self, component: Component, cached: bool) -> Compiled<'_> {
+    fn compiled(&self, component: Component, from_cache: bool) -> Compiled<'_> {
         Compiled {
             component,
             engine: &self.baseline,
             linker: &self.linker,
             baseline: true,
-            cached,
+            from_cache,
         }
     }
 
@@ -208,7 +208,7 @@ impl Tiers {
             plugin: plugin.into(),
             digest: fetched.digest,
             wasm: fetched.wasm.clone(),
-            unstored: (!compiled.cached).then(|| compiled.component.clone()),
+            unstored: (!compiled.from_cache).then(|| compiled.component.clone()),
             instances: Arc::downgrade(instances),
             loaded: Instant::now(),
         };
