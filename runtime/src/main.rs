@@ -30,6 +30,9 @@ fn main() -> ExitCode {
     let runtime = tokio::runtime::Runtime::new().expect("starting the async runtime");
     let outcome = runtime.block_on(cli::run(cli));
     moat::sandbox::instances::stop_making_ahead();
+    // Whatever ended the run (stdin closed, a signal, a command done), compiled code on its way
+    // to the cache gets there: else the next start compiles again.
+    moat::supply::cache::finish_writes(moat::supply::cache::EXIT_WAIT);
     match outcome {
         Ok(code) => code,
         Err(error) => {

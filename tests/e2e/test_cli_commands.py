@@ -170,20 +170,21 @@ def test_config_write_puts_the_local_token_in_no_project_file(moat_bin: Path, tm
 def test_cache_list_dir_and_size(moat_bin: Path, plugin: Callable[[str], Path], tmp_path: Path) -> None:
     cache = tmp_path / "cache"
     env = {**os.environ, "MOAT_CACHE_DIR": str(cache)}
-    # `moat call` runs Winch's code and stores nothing; `moat pull` compiles ahead into the cache.
+    # `moat call` runs Winch's code and stores it; `moat pull` compiles Cranelift's ahead.
     called = run(moat_bin, "call", plugin("echo"), "echo", '{"message": "x"}', env=env)
     assert called.returncode == 0, called.stderr
-    assert run(moat_bin, "cache", "list", env=env).stdout.strip() == ""
+    assert len(run(moat_bin, "cache", "list", env=env).stdout.splitlines()) == 1
     pulled = run(moat_bin, "pull", plugin("echo"), env=env)
     assert pulled.returncode == 0, pulled.stderr
     assert run(moat_bin, "cache", "dir", env=env).stdout.strip() == str(cache)
     listed = run(moat_bin, "cache", "list", env=env)
     assert listed.returncode == 0, listed.stderr
     assert listed.stdout.startswith("compiled  sha256:")
+    assert len(listed.stdout.splitlines()) == 2, listed.stdout
     size = run(moat_bin, "cache", "size", env=env)
     assert size.returncode == 0 and "iB" in size.stdout and str(cache) in size.stdout
-    # What clear says it removed is what list showed: one compiled plugin, then none.
-    assert f"removed 1 compiled plugin from {cache}" in run(moat_bin, "cache", "clear", env=env).stderr
+    # What clear says it removed is what list showed: two compiled plugins, then none.
+    assert f"removed 2 compiled plugins from {cache}" in run(moat_bin, "cache", "clear", env=env).stderr
     assert run(moat_bin, "cache", "list", env=env).stdout.strip() == ""
     assert "removed 0 compiled plugins" in run(moat_bin, "cache", "clear", env=env).stderr
 

@@ -1,19 +1,22 @@
 """`moat serve` at start: it stops, saying why, when there is nothing to serve; values that could
 never hold are refused when the config is read; `--http` takes `localhost`; the log is as loud
 as `-q`, `-v` and `MOAT_LOG` say, and a bad `MOAT_LOG` is an error; a plugin not in the cache
-is served at once, and its optimized code swapped in and cached while it serves.
+is served at once, and its optimized code swapped in and cached while it serves; a start that
+lists and quits (stdin closed, SIGTERM, `moat call`) still leaves its code for the next.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 import threading
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
-from support import free_port, stop, wait_for_port
+import pytest
+from support import RawServer, free_port, stop, wait_for_port
 
 
 def run(*args: str | Path, env: dict[str, str] | None = None, stdin: str = "") -> subprocess.CompletedProcess[str]:
@@ -279,3 +282,54 @@ def test_a_start_that_ends_before_its_code_is_optimized_leaves_winch_s_code_for_
     # optimized it again.
     assert winch.stat().st_mtime_ns == stored
     assert cranelift.is_file()
+
+
+# The biggest of the Rust test plugins: Winch takes long enough over it that a moat quitting as
+# soon as its tools are listed used to exit before its code reached the cache.
+BIG = "filesystem"
+
+
+def list_and_quit(moat_bin: Path, wasm: Path, stderr: Path, end: str) -> str:
+    """Serves `wasm` on stdio, lists its tools, ends at once as `end` says, and returns the log."""
+    server = RawServer(moat_bin, [str(wasm)], stderr)
+    try:
+        server.initialize()
+        assert server.request("tools/list")["result"]["tools"]
+        if end == "eof":
+            server.close_stdin()
+        else:
+            server.process.send_signal(signal.SIGTERM)
+        assert server.process.wait(timeout=30) == 0, server.stderr()
+    finally:
+        server.stop()
+    return stderr.read_text()
+
+
+@pytest.mark.parametrize("end", ["eof", "sigterm"])
+def test_a_start_that_lists_and_quits_leaves_its_code_for_the_next(
+    moat_bin: Path, plugin: Callable[[str], Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, end: str
+) -> None:
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("MOAT_CACHE_DIR", str(cache))
+    monkeypatch.setenv("MOAT_LOG", "info")
+    cold = list_and_quit(moat_bin, plugin(BIG), tmp_path / "cold.stderr", end)
+    assert f"(compiled) plugin=\"{BIG}\"" in cold and "compiled=1 from_cache=0" in cold, cold
+    # Winch's code, stored before moat exited.
+    assert len(list(cache.glob("*.cwasm"))) == 1, list(cache.iterdir())
+    warm = list_and_quit(moat_bin, plugin(BIG), tmp_path / "warm.stderr", "eof")
+    assert f"(from the cache) plugin=\"{BIG}\"" in warm and "compiled=0 from_cache=1" in warm, warm
+
+
+def test_moat_call_leaves_its_code_for_the_next(
+    moat_bin: Path, plugin: Callable[[str], Path], tmp_path: Path
+) -> None:
+    cache = tmp_path / "cache"
+    env = {**os.environ, "MOAT_CACHE_DIR": str(cache)}
+    listed = run(moat_bin, "call", plugin(BIG), env=env)
+    assert listed.returncode == 0, listed.stderr
+    [entry] = cache.glob("*.cwasm")
+    stored = entry.stat().st_mtime_ns
+    again = run(moat_bin, "call", plugin(BIG), env=env)
+    assert again.returncode == 0 and again.stdout == listed.stdout, again.stderr
+    # Taken from the cache, not compiled and stored again.
+    assert entry.stat().st_mtime_ns == stored

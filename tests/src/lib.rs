@@ -30,7 +30,7 @@ pub fn engine() -> &'static wasmtime::Engine {
 /// Winch's tier of [`engine`], never optimized: for tests of plugins running baseline code.
 pub fn baseline_tiers() -> &'static Tiers {
     static TIERS: OnceLock<Tiers> = OnceLock::new();
-    TIERS.get_or_init(|| Tiers::baseline_only(engine()).expect("building the Winch engine"))
+    TIERS.get_or_init(|| Tiers::baseline_only(engine(), None).expect("building the Winch engine"))
 }
 
 /// Loads `sources` as `moat serve` would: on Cranelift's code, or on Winch's with `tiers`.

@@ -10,6 +10,7 @@ use moat::plugin::registry::{LoadError, Registry};
 use moat::plugin::tiers::Tiers;
 use moat::serve::config;
 use moat::supply::PluginSource;
+use moat::supply::cache::Cache;
 use moat::supply::lock::Lock;
 use moat::supply::policy::Policy;
 use moat::supply::source::{Fetched, Fetcher, Progress, Source};
@@ -34,22 +35,22 @@ pub fn configured_source(config: &Path, plugin: &str) -> Result<PluginSource> {
         .with_context(|| format!("{} has no plugin {plugin}", config.display()))
 }
 
-/// Compiles the fetched plugins under `policy` (from the compiled-plugin cache when it has
+/// Compiles the fetched plugins under `policy` (from the compiled-plugin `cache` when it has
 /// them, else with Winch if `tiers` are given), with a spinner on a terminal.
 pub fn load(
     engine: &wasmtime::Engine,
     sources: &[PluginSource],
     fetched: Vec<Result<Fetched>>,
+    cache: Option<&Cache>,
     tiers: Option<&Tiers>,
     progress: &Progress,
     policy: &Policy,
 ) -> Result<(Registry, Vec<LoadError>)> {
-    let cache = open_cache();
     let spinner = progress.spinner(&match sources.len() {
         1 => format!("compiling {}", sources[0].name),
         n => format!("compiling {n} plugins"),
     });
-    let loaded = Registry::load_fetched(engine, sources, fetched, cache.as_ref(), tiers, policy);
+    let loaded = Registry::load_fetched(engine, sources, fetched, cache, tiers, policy);
     spinner.finish_and_clear();
     loaded
 }
@@ -103,11 +104,13 @@ fn load_fetched(
     let origin = fetched.origin.clone();
     let engine = moat::sandbox::engine::new_engine_with_fuel(source.limits.fuel.is_some())?;
     // One call or a look at the types: Winch's code, unless Cranelift's is in the cache.
-    let tiers = Tiers::baseline_only(&engine)?;
+    let cache = open_cache();
+    let tiers = Tiers::baseline_only(&engine, cache.clone())?;
     let (registry, mut errors) = load(
         &engine,
         &[source],
         vec![Ok(fetched)],
+        cache.as_ref(),
         Some(&tiers),
         fetcher.progress(),
         policy,

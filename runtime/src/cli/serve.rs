@@ -200,19 +200,34 @@ pub async fn serve(
         return Ok(ExitCode::SUCCESS);
     }
     tracing::info!("serving MCP on stdio");
-    let service = match MoatServer::new(catalogue.clone())
+    let mut signals = Signals::listen();
+    let session = MoatServer::new(catalogue.clone())
         .with_principal(stdio_principal)
-        .serve(moat::mcp::stdio::pipes())
-        .await
-    {
-        Ok(service) => service,
-        // A client that goes away before saying anything is no error of moat's.
-        Err(rmcp::service::ServerInitializeError::ConnectionClosed(_)) => {
-            tracing::info!("stdin closed before the client said anything; stopping");
+        .serve(moat::mcp::stdio::pipes());
+    let service = tokio::select! {
+        started = session => match started {
+            Ok(service) => service,
+            // A client that goes away before saying anything is no error of moat's.
+            Err(rmcp::service::ServerInitializeError::ConnectionClosed(_)) => {
+                tracing::info!("stdin closed before the client said anything; stopping");
+                return Ok(ExitCode::SUCCESS);
+            }
+            Err(e) => return Err(e).context("starting the MCP session"),
+        },
+        (name, _) = Signals::next(&mut signals) => {
+            tracing::info!("{name}: stopping");
             return Ok(ExitCode::SUCCESS);
         }
-        Err(e) => return Err(e).context("starting the MCP session"),
     };
+    let stop = service.cancellation_token();
+    tokio::spawn(async move {
+        let (name, _) = Signals::next(&mut signals).await;
+        tracing::info!("{name}: stopping");
+        stop.cancel();
+        let (_, number) = Signals::next(&mut signals).await;
+        // The status a shell gives a process that signal ended.
+        std::process::exit(128 + number);
+    });
     let ended = service.waiting().await;
     if let Some(traces) = catalogue.traces() {
         traces.flush();
@@ -248,6 +263,43 @@ async fn stop_on_signal(
             tracing::info!("{name} again: no longer waiting");
             shutdown.cancel();
             return;
+        }
+    }
+}
+
+/// SIGTERM and SIGINT on stdio. The first ends the session, so that moat exits as it does when
+/// stdin closes (compiled code on its way to the cache is stored first); a second exits at once.
+struct Signals {
+    terminate: tokio::signal::unix::Signal,
+    interrupt: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn listen() -> Option<Self> {
+        use tokio::signal::unix::{SignalKind, signal};
+        match (
+            signal(SignalKind::terminate()),
+            signal(SignalKind::interrupt()),
+        ) {
+            (Ok(terminate), Ok(interrupt)) => Some(Self {
+                terminate,
+                interrupt,
+            }),
+            _ => {
+                tracing::error!("could not listen for SIGTERM and SIGINT");
+                None
+            }
+        }
+    }
+
+    /// The next signal's name and number; never, without signals to listen to.
+    async fn next(signals: &mut Option<Self>) -> (&'static str, i32) {
+        let Some(signals) = signals else {
+            return std::future::pending().await;
+        };
+        tokio::select! {
+            _ = signals.terminate.recv() => ("SIGTERM", libc::SIGTERM),
+            _ = signals.interrupt.recv() => ("SIGINT", libc::SIGINT),
         }
     }
 }

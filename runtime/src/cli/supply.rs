@@ -96,6 +96,7 @@ pub async fn lock(config_path: &Path, check: bool) -> Result<ExitCode> {
         &engine,
         &sources,
         fetched,
+        super::serve::open_cache().as_ref(),
         None,
         fetcher.progress(),
         &policy,

@@ -89,6 +89,8 @@ pub struct Plugin {
     instances: Arc<Instances>,
     /// Whether it was loaded with Winch's code (see [`tiers`]).
     baseline: bool,
+    /// Whether its code was taken from the compiled-plugin cache rather than compiled.
+    from_cache: bool,
     /// One permit per call allowed to run at once.
     slots: Semaphore,
     /// Calls waiting for a permit.
@@ -277,6 +279,12 @@ impl Plugin {
         !self.baseline || self.instances.upgraded()
     }
 
+    /// Whether its code was taken from the compiled-plugin cache when it was loaded, rather than
+    /// compiled.
+    pub fn from_cache(&self) -> bool {
+        self.from_cache
+    }
+
     /// Calls of this plugin waiting for a slot now.
     pub fn calls_queued(&self) -> usize {
         self.queued.load(std::sync::atomic::Ordering::Relaxed)
@@ -393,6 +401,7 @@ impl Plugin {
             grants,
             admission: Default::default(),
             baseline: compiled.baseline,
+            from_cache: compiled.from_cache,
             instances,
         })
     }

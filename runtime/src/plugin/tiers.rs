@@ -8,10 +8,11 @@
 //! and queued for the optimizer: a thread of lower priority that compiles it with Cranelift,
 //! stores that code in the cache and swaps it in ([`Instances::upgrade`]). Calls running then
 //! finish on Winch's code, the next ones run Cranelift's; clients see nothing but the speed.
-//! The next start finds Cranelift's code in the cache and skips Winch. The optimizer first
-//! stores Winch's code in the cache, then makes Cranelift's: a moat that stops before that is
-//! done (a host that starts it often, for minutes at a time) still starts warm the next time,
-//! on Winch's code from the cache, and optimizes again. The optimizer waits while a load
+//! The next start finds Cranelift's code in the cache and skips Winch. Before Cranelift starts,
+//! the storer thread writes Winch's code to the cache, and moat's exit waits for that (see
+//! [`crate::supply::cache::finish_writes`]): a moat that stops before Cranelift is done (a host
+//! that lists tools and quits, `moat call`, which never optimizes) still starts warm the next
+//! time, on Winch's code from the cache, and optimizes again. Both threads wait while a load
 //! compiles: nothing is served before all its plugins are, so they come first.
 
 use std::sync::mpsc::{self, Receiver, Sender};
@@ -24,7 +25,7 @@ use wasmtime::component::{Component, Linker};
 
 use crate::sandbox::host::{self, HostState};
 use crate::sandbox::instances::Instances;
-use crate::supply::cache::Cache;
+use crate::supply::cache::{Cache, Pending};
 use crate::supply::source::{Digest, Fetched};
 
 /// How plugins seen for the first time are compiled: by Winch, then (unless only the baseline
@@ -32,9 +33,15 @@ use crate::supply::source::{Digest, Fetched};
 pub struct Tiers {
     baseline: Engine,
     linker: Linker<HostState>,
-    /// Where plugins running Winch's code are sent to be optimized; none when they never are.
-    optimizer: Option<Sender<Job>>,
-    /// Loads going on now, which the optimizer waits for: they want every CPU first.
+    /// Where plugins running Winch's code are sent: to the storer when there is a cache (which
+    /// hands them on to the optimizer, if any), else to the optimizer; none when neither runs.
+    queue: Option<Sender<Job>>,
+    /// Whether they are optimized, and whether Winch's code is stored: a job is worth sending
+    /// for either.
+    optimizes: bool,
+    stores: bool,
+    /// Loads going on now, which the storer and the optimizer wait for: they want every CPU
+    /// first.
     loads: Arc<Loads>,
 }
 
@@ -74,8 +81,9 @@ struct Job {
     plugin: Arc<str>,
     digest: Digest,
     wasm: Vec<u8>,
-    /// Winch's code, when the cache does not hold it yet.
-    unstored: Option<Component>,
+    /// Winch's code, when the cache does not hold it yet, and the write that moat's exit waits
+    /// for until it is stored.
+    unstored: Option<(Component, Pending)>,
     instances: Weak<Instances>,
     loaded: Instant,
 }
@@ -93,18 +101,18 @@ impl<'a> Compiler<'a> {
     /// `fetched` as code: Cranelift's from the cache when it is there, else Winch's when there
     /// are tiers and Winch can compile it, else Cranelift's compiled now (and stored).
     pub(crate) fn compile(&self, fetched: &Fetched) -> Result<Compiled<'a>> {
-        let optimized = |component| Compiled {
+        let optimized = |component, from_cache| Compiled {
             component,
             engine: self.engine,
             linker: self.linker,
             baseline: false,
-            cached: self.cache.is_some(),
+            from_cache,
         };
         if let Some(component) = self
             .cache
             .and_then(|cache| cache.cached(self.engine, &fetched.digest))
         {
-            return Ok(optimized(component));
+            return Ok(optimized(component, true));
         }
         if let Some(tiers) = self.tiers {
             if let Some(component) = self
@@ -122,7 +130,7 @@ impl<'a> Compiler<'a> {
             Some(cache) => cache.compile(self.engine, &fetched.wasm, &fetched.digest)?,
             None => Component::new(self.engine, &fetched.wasm).map_err(anyhow::Error::from)?,
         };
-        Ok(optimized(component))
+        Ok(optimized(component, false))
     }
 }
 
@@ -134,38 +142,63 @@ pub(crate) struct Compiled<'a> {
     pub linker: &'a Linker<HostState>,
     /// Whether it is Winch's code, to be optimized.
     pub baseline: bool,
-    /// Whether this code came from the cache (or was stored there).
-    pub cached: bool,
+    /// Whether this code was taken from the cache rather than compiled now.
+    pub from_cache: bool,
 }
 
 impl Tiers {
-    /// Tiers for plugins that run on `engine`: Winch's code first, then Cranelift's, compiled
-    /// in the background and stored in `cache`.
+    /// Tiers for plugins that run on `engine`: Winch's code first (stored in `cache`), then
+    /// Cranelift's, compiled in the background and stored in `cache`.
     pub fn new(engine: &Engine, cache: Option<Cache>) -> Result<Self> {
-        let mut tiers = Self::baseline_only(engine)?;
-        let (jobs, queue) = mpsc::channel();
+        let (to_optimizer, queue) = mpsc::channel();
         let mut linker = Linker::new(engine);
         host::add_to_linker(&mut linker)?;
-        let engines = [engine.clone(), tiers.baseline.clone()];
-        let loads = tiers.loads.clone();
+        let loads = Arc::<Loads>::default();
+        let (optimizer, optimizer_cache, optimizer_loads) =
+            (engine.clone(), cache.clone(), loads.clone());
         std::thread::Builder::new()
             .name("moat-optimizer".into())
-            .spawn(move || optimize(engines, linker, cache, queue, &loads))?;
-        tiers.optimizer = Some(jobs);
-        Ok(tiers)
+            .spawn(move || optimize(optimizer, linker, optimizer_cache, queue, &optimizer_loads))?;
+        Self::with_queue(engine, cache, Some(to_optimizer), loads)
     }
 
     /// Winch's code only, never optimized: for a command that makes a call or two and exits
-    /// (`moat call`, `moat inspect`), which Cranelift's time would only delay.
-    pub fn baseline_only(engine: &Engine) -> Result<Self> {
+    /// (`moat call`, `moat inspect`), which Cranelift's time would only delay. Winch's code is
+    /// still stored in `cache`, so that the next such command starts warm.
+    pub fn baseline_only(engine: &Engine, cache: Option<Cache>) -> Result<Self> {
+        Self::with_queue(engine, cache, None, Arc::default())
+    }
+
+    /// Tiers whose jobs go to the storer (when there is a cache), then to `optimizer`.
+    fn with_queue(
+        engine: &Engine,
+        cache: Option<Cache>,
+        optimizer: Option<Sender<Job>>,
+        loads: Arc<Loads>,
+    ) -> Result<Self> {
         let baseline = crate::sandbox::engine::new_baseline_engine(engine)?;
         let mut linker = Linker::new(&baseline);
         host::add_to_linker(&mut linker)?;
+        let optimizes = optimizer.is_some();
+        let stores = cache.is_some();
+        let queue = match cache {
+            Some(cache) => {
+                let (jobs, queue) = mpsc::channel();
+                let (engine, loads) = (baseline.clone(), loads.clone());
+                std::thread::Builder::new()
+                    .name("moat-cache-writer".into())
+                    .spawn(move || store(&engine, &cache, queue, optimizer, &loads))?;
+                Some(jobs)
+            }
+            None => optimizer,
+        };
         Ok(Self {
             baseline,
             linker,
-            optimizer: None,
-            loads: Arc::default(),
+            queue,
+            optimizes,
+            stores,
+            loads,
         })
     }
 
@@ -182,18 +215,18 @@ impl Tiers {
         Ok(self.compiled(component, false))
     }
 
-    fn compiled(&self, component: Component, cached: bool) -> Compiled<'_> {
+    fn compiled(&self, component: Component, from_cache: bool) -> Compiled<'_> {
         Compiled {
             component,
             engine: &self.baseline,
             linker: &self.linker,
             baseline: true,
-            cached,
+            from_cache,
         }
     }
 
     /// Queues the plugin that `instances` serve, loaded from `fetched` with Winch's code
-    /// (`compiled`), for Cranelift's.
+    /// (`compiled`), for the cache (if its code is not there yet) and for Cranelift's.
     pub(crate) fn optimize(
         &self,
         plugin: &str,
@@ -201,19 +234,68 @@ impl Tiers {
         compiled: &Compiled<'_>,
         instances: &Arc<Instances>,
     ) {
-        let Some(optimizer) = &self.optimizer else {
+        let Some(queue) = &self.queue else {
             return;
         };
+        let unstored = (self.stores && !compiled.from_cache)
+            .then(Pending::begin)
+            .flatten()
+            .map(|pending| (compiled.component.clone(), pending));
+        if unstored.is_none() && !self.optimizes {
+            return;
+        }
         let job = Job {
             plugin: plugin.into(),
             digest: fetched.digest,
-            wasm: fetched.wasm.clone(),
-            unstored: (!compiled.cached).then(|| compiled.component.clone()),
+            wasm: if self.optimizes {
+                fetched.wasm.clone()
+            } else {
+                Vec::new() // only Cranelift reads it
+            },
+            unstored,
             instances: Arc::downgrade(instances),
             loaded: Instant::now(),
         };
-        if optimizer.send(job).is_err() {
+        if queue.send(job).is_err() {
             tracing::warn!(plugin, "the optimizer has stopped: it keeps Winch's code");
+        }
+    }
+}
+
+/// The storer thread: writes each queued plugin's Winch code to the cache (once for all the
+/// plugins with the same bytes), then hands the plugin on to the optimizer, if there is one.
+/// It is its own thread so that a plugin loaded while Cranelift compiles another is stored
+/// at once: moat's exit waits for this, not for Cranelift.
+fn store(
+    baseline: &Engine,
+    cache: &Cache,
+    jobs: Receiver<Job>,
+    optimizer: Option<Sender<Job>>,
+    loads: &Loads,
+) {
+    lower_priority();
+    while let Ok(job) = jobs.recv() {
+        loads.wait_for_none();
+        let mut batch = vec![job];
+        batch.extend(jobs.try_iter());
+        let mut stored = Vec::new();
+        for job in &mut batch {
+            if let Some((winch, _pending)) = job.unstored.take()
+                && !stored.contains(&job.digest)
+            {
+                cache.store(baseline, &job.digest, &winch);
+                stored.push(job.digest);
+            }
+        }
+        // The serialized code is freed; without this an idle server would keep it.
+        crate::memory::release_freed();
+        for job in batch {
+            if let Some(optimizer) = &optimizer
+                && optimizer.send(job).is_err()
+            {
+                tracing::warn!("the optimizer has stopped: plugins keep Winch's code");
+                return;
+            }
         }
     }
 }
@@ -221,7 +303,7 @@ impl Tiers {
 /// The optimizer thread: compiles each queued plugin with Cranelift (once for all the plugins
 /// with the same bytes), stores the code and swaps it in, until the queue is dropped.
 fn optimize(
-    [engine, baseline]: [Engine; 2],
+    engine: Engine,
     linker: Linker<HostState>,
     cache: Option<Cache>,
     jobs: Receiver<Job>,
@@ -265,11 +347,6 @@ fn optimize(
         let Some((first, _)) = waiting.first() else {
             continue; // every plugin with these bytes was unloaded meanwhile
         };
-        // Winch's code first: quick to store, and what the next start runs if this one ends
-        // before Cranelift's is made.
-        if let (Some(cache), Some(winch)) = (&cache, &first.unstored) {
-            cache.store(&baseline, &digest, winch);
-        }
         let compiled = pool.install(|| match &cache {
             Some(cache) => cache.compile(&engine, &first.wasm, &digest),
             None => Component::new(&engine, &first.wasm).map_err(anyhow::Error::from),

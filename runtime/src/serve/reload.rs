@@ -161,7 +161,8 @@ impl Origin {
 /// What one load did.
 pub struct Outcome {
     pub registry: Registry,
-    /// Plugins compiled (or taken from the disk cache) by this load.
+    /// Plugins compiled (or taken from the disk cache) by this load: each says which
+    /// ([`Plugin::from_cache`]).
     pub compiled: Vec<String>,
     /// Plugins whose loaded version was reused as it was.
     pub unchanged: Vec<String>,
@@ -465,10 +466,16 @@ impl Outcome {
     /// One line per plugin (loaded, reused, kept or not loaded, and why), then what the load
     /// amounted to.
     pub fn log(&self) {
+        let mut from_cache = 0;
         for plugin in self.registry.plugins() {
             let name = &*plugin.name;
             let how = if self.compiled.iter().any(|c| c == name) {
-                "compiled or taken from the cache"
+                if plugin.from_cache() {
+                    from_cache += 1;
+                    "from the cache"
+                } else {
+                    "compiled"
+                }
             } else if self.unchanged.iter().any(|u| u == name) {
                 "unchanged"
             } else {
@@ -494,7 +501,8 @@ impl Outcome {
         tracing::info!(
             plugins = self.registry.plugins().len(),
             tools = self.registry.tools().count(),
-            compiled = self.compiled.len(),
+            compiled = self.compiled.len().saturating_sub(from_cache),
+            from_cache,
             unchanged = self.unchanged.len(),
             removed = self.removed.len(),
             failed = self.failed.len(),

@@ -21,6 +21,8 @@ use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Condvar, Mutex};
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use wasmtime::Engine;
@@ -29,6 +31,81 @@ use wasmtime::component::Component;
 use crate::supply::source::Digest;
 
 const TAG_LEN: usize = blake3::OUT_LEN;
+
+/// How long moat, exiting, waits for compiled code still on its way to the cache. A host that
+/// lists tools and quits (or `moat call`) would otherwise leave nothing, and every start of a
+/// big plugin would be cold. MCP clients give a server 2 s between closing its stdin and
+/// SIGTERM, and 2 s more before SIGKILL (a SIGTERM does not cut this wait short). Winch's code
+/// of a 12 MB JavaScript component is ~50 MB, whose writing is ~0.2 s of file I/O; a debug
+/// build, whose serializer is unoptimized, takes about 2 s.
+pub const EXIT_WAIT: Duration = Duration::from_secs(3);
+
+/// Writes to the cache not done yet, which moat's exit waits for.
+static WRITES: Mutex<Writes> = Mutex::new(Writes {
+    pending: 0,
+    exiting: false,
+});
+static WRITTEN: Condvar = Condvar::new();
+
+struct Writes {
+    pending: usize,
+    /// Set once the exit has waited: a write begun after it could not finish.
+    exiting: bool,
+}
+
+/// A write to the cache to come or under way: moat's exit waits (up to [`EXIT_WAIT`]) until
+/// every one is dropped.
+pub struct Pending(());
+
+impl Pending {
+    /// None when moat is exiting.
+    pub fn begin() -> Option<Self> {
+        let mut writes = WRITES.lock().unwrap_or_else(|e| e.into_inner());
+        if writes.exiting {
+            return None;
+        }
+        writes.pending += 1;
+        Some(Self(()))
+    }
+}
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        let mut writes = WRITES.lock().unwrap_or_else(|e| e.into_inner());
+        writes.pending -= 1;
+        if writes.pending == 0 {
+            WRITTEN.notify_all();
+        }
+    }
+}
+
+/// Waits, up to `within`, for every [`Pending`] write to end, then refuses new ones: what is
+/// cached then is what the next start finds. Whether they all ended.
+pub fn finish_writes(within: Duration) -> bool {
+    let started = Instant::now();
+    let writes = WRITES.lock().unwrap_or_else(|e| e.into_inner());
+    let waiting = writes.pending;
+    let (mut writes, timeout) = WRITTEN
+        .wait_timeout_while(writes, within, |w| w.pending > 0)
+        .unwrap_or_else(|e| e.into_inner());
+    writes.exiting = true;
+    if timeout.timed_out() {
+        tracing::warn!(
+            "stopping before compiled code reached the cache ({} writes not done after {} ms): \
+             the next start compiles again",
+            writes.pending,
+            within.as_millis()
+        );
+        return false;
+    }
+    if waiting > 0 {
+        tracing::debug!(
+            "waited {} ms for compiled code to reach the cache",
+            started.elapsed().as_millis()
+        );
+    }
+    true
+}
 
 /// A cache folder and the key that signs its entries.
 #[derive(Clone)]
@@ -59,18 +136,8 @@ impl Cache {
         check_private(dir)?;
         let key_path = dir.join("key");
         let key = match fs::read(&key_path) {
-            Ok(key) => {
-                check_private(&key_path)?;
-                key.try_into().map_err(|_| {
-                    anyhow::anyhow!("{} is not a moat cache key", key_path.display())
-                })?
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                let mut key = [0u8; 32];
-                getrandom::fill(&mut key).map_err(|e| anyhow::anyhow!("no randomness: {e}"))?;
-                write_private(&key_path, &key)?;
-                key
-            }
+            Ok(key) => key_from(&key_path, key)?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => new_key(&key_path)?,
             Err(e) => return Err(e).with_context(|| format!("reading {}", key_path.display())),
         };
         Ok(Self {
@@ -126,6 +193,10 @@ impl Cache {
     /// Stores `component`, compiled for `engine` from the bytes whose sha256 is `digest`. A
     /// cache that cannot be written costs only the next start.
     pub fn store(&self, engine: &Engine, digest: &Digest, component: &Component) {
+        let Some(_writing) = Pending::begin() else {
+            tracing::debug!("not caching a compiled plugin: moat is exiting");
+            return;
+        };
         let path = self.entry_path(engine, digest);
         match component.serialize() {
             Ok(artifact) => {
@@ -298,21 +369,45 @@ unsafe extern "C" {
     fn libc_geteuid() -> u32;
 }
 
-fn write_private(path: &Path, bytes: &[u8]) -> Result<()> {
-    let mut file = fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(path)
-        .with_context(|| format!("creating {}", path.display()))?;
-    file.write_all(bytes)?;
-    Ok(())
+fn key_from(path: &Path, bytes: Vec<u8>) -> Result<[u8; 32]> {
+    check_private(path)?;
+    bytes
+        .try_into()
+        .map_err(|_| anyhow::anyhow!("{} is not a moat cache key", path.display()))
+}
+
+/// A new key at `path`, or the one another process put there first: replicas sharing a cache
+/// folder may open it empty at the same moment, and all of them must sign with one key. The key
+/// is written whole beside `path` and hard-linked in, which fails when `path` exists, so no
+/// process ever reads half a key or replaces one another already signs with.
+fn new_key(path: &Path) -> Result<[u8; 32]> {
+    let mut key = [0u8; 32];
+    getrandom::fill(&mut key).map_err(|e| anyhow::anyhow!("no randomness: {e}"))?;
+    let temp = write_temp(path, &[&key]).with_context(|| format!("creating {}", path.display()))?;
+    let linked = fs::hard_link(&temp, path);
+    let _ = fs::remove_file(&temp);
+    match linked {
+        Ok(()) => Ok(key),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            let theirs = fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+            key_from(path, theirs)
+        }
+        Err(e) => Err(e).with_context(|| format!("creating {}", path.display())),
+    }
 }
 
 /// Writes `parts` to a private temp file, then renames it to `path`, so a reader never sees half
-/// a file. The counter keeps two writers in this process (two plugins with the same bytes, two
-/// fetches of one URL) from sharing a temp file.
+/// a file.
 pub(crate) fn write_renamed(path: &Path, parts: &[&[u8]]) -> Result<()> {
+    let temp = write_temp(path, parts)?;
+    fs::rename(&temp, path)?;
+    Ok(())
+}
+
+/// Writes `parts` to a new private file beside `path`, synced, and returns its name. The counter
+/// keeps two writers in this process (two plugins with the same bytes, two fetches of one URL)
+/// from sharing a temp file.
+fn write_temp(path: &Path, parts: &[&[u8]]) -> Result<PathBuf> {
     static WRITES: AtomicU64 = AtomicU64::new(0);
     let write = WRITES.fetch_add(1, Ordering::Relaxed);
     let mut name = path.as_os_str().to_owned();
@@ -328,6 +423,5 @@ pub(crate) fn write_renamed(path: &Path, parts: &[&[u8]]) -> Result<()> {
         file.write_all(part)?;
     }
     file.sync_all()?;
-    fs::rename(&temp, path)?;
-    Ok(())
+    Ok(temp)
 }

@@ -175,3 +175,40 @@ fn clear_removes_entries_and_the_key() {
     assert_eq!(Cache::clear(&dir).unwrap(), 1, "one compiled plugin");
     assert!(entries(&dir).is_empty(), "its seal and the key went too");
 }
+
+#[test]
+fn replicas_opening_an_empty_cache_at_once_all_sign_with_one_key() {
+    let dir = TempDir::new("cache-race");
+    const OPENERS: usize = 16;
+    let start = std::sync::Barrier::new(OPENERS);
+    let caches: Vec<Cache> = std::thread::scope(|scope| {
+        let openers: Vec<_> = (0..OPENERS)
+            .map(|_| {
+                scope.spawn(|| {
+                    start.wait();
+                    Cache::open(&dir)
+                })
+            })
+            .collect();
+        openers
+            .into_iter()
+            .map(|opener| opener.join().unwrap().expect("every opener gets the cache"))
+            .collect()
+    });
+    // What one of them stores, every other one trusts: they hold the same key.
+    let wasm = fs::read(plugins::ECHO).unwrap();
+    let digest = Digest::of(&wasm);
+    load(&caches[0], &wasm);
+    for (i, cache) in caches.iter().enumerate() {
+        assert!(
+            cache.cached(engine(), &digest).is_some(),
+            "opener {i} signs with another key"
+        );
+    }
+    let stray: Vec<PathBuf> = fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.to_string_lossy().contains(".tmp"))
+        .collect();
+    assert!(stray.is_empty(), "temp files left behind: {stray:?}");
+}

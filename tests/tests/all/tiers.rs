@@ -102,7 +102,7 @@ async fn copies_of_one_plugin_are_optimized_together() {
 #[tokio::test]
 async fn fuel_runs_out_on_winch_code() {
     let metering = moat::sandbox::engine::new_engine_with_fuel(true).unwrap();
-    let tiers = Tiers::baseline_only(&metering).unwrap();
+    let tiers = Tiers::baseline_only(&metering, None).unwrap();
     let source = moat::supply::PluginSource {
         limits: moat::sandbox::limits::Limits {
             fuel: Some(5_000_000),
