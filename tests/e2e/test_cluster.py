@@ -674,6 +674,29 @@ def test_a_drain_finishes_the_calls_running_and_refuses_new_work_as_not_processe
     assert "call cancelled" not in log, log
 
 
+def test_a_clean_stop_logs_no_error_or_warning(make_cluster: Callable[..., Cluster]) -> None:
+    cluster = make_cluster()
+    replica = cluster.start("r0")
+    session = open_session(replica.port, ALICE)
+    connection, stream = session_stream(replica, session)
+    assert echo(replica.port, ALICE).status == 200
+    # A legacy session's call running as the stop begins: it finishes on its POST stream.
+    headers = {"mcp-session-id": session, "mcp-protocol-version": LEGACY_VERSION}
+    nap = request(8, "tools/call", {"name": "chatty_nap", "arguments": {"ms": 4000}})
+    replies: list[Reply] = []
+    thread = threading.Thread(target=lambda: replies.append(replica.post(nap, ALICE, headers)))
+    thread.start()
+    until_running(replica, 1)
+    replica.process.send_signal(signal.SIGTERM)
+    assert replica.process.wait(timeout=30) == 0
+    thread.join(timeout=10)
+    assert replies and replies[0].message["result"]["content"][0]["text"] == "4000", replies
+    connection.close()
+    stopping = replica.log().split("SIGTERM: shutting down", 1)[1]
+    noisy = [line for line in stopping.splitlines() if " ERROR " in line or " WARN " in line]
+    assert noisy == [], stopping
+
+
 def test_a_drain_stops_what_outlasts_drain_finish_seconds(
         make_cluster: Callable[..., Cluster]) -> None:
     cluster = make_cluster("drain_finish_seconds = 1\n")
