@@ -184,6 +184,40 @@ def make_cluster(moat_bin: Path, plugin: Callable[[str], Path],
             cluster.redis.stop()
 
 
+def test_the_one_machine_recipe_s_files_start_a_replica(
+        moat_bin: Path, plugin: Callable[[str], Path], tmp_path: Path) -> None:
+    """deploy/README.md's secrets, made by its own commands, and deploy/one-machine/moat.toml as
+    shipped (its plugins beside it) start a replica that serves the key the recipe made."""
+    readme = (REPO / "deploy/README.md").read_text()
+    section = readme.split("## One machine", 1)[1]
+    recipe = section.split("```sh\n", 1)[1].split("```", 1)[0]
+    secrets_part = recipe.split("# The store", 1)[0]
+    env = {**os.environ, "PATH": f"{moat_bin.parent}:{os.environ['PATH']}"}
+    subprocess.run(["bash", "-euc", secrets_part], cwd=tmp_path, env=env, check=True)
+    shutil.copy(REPO / "deploy/one-machine/moat.toml", tmp_path / "moat.toml")
+    (tmp_path / "plugins").mkdir()
+    for name in ("echo", "text", "time"):
+        shutil.copy(plugin(name), tmp_path / "plugins" / f"{name}.wasm")
+    key = (tmp_path / "ci.key").read_text().strip()
+    port = free_port()
+    stderr = tmp_path / "moat.stderr"
+    with stderr.open("w") as log:
+        process = subprocess.Popen(
+            [str(moat_bin), "serve", "--config", "moat.toml", "--secrets", "secrets.toml",
+             "--http", f"127.0.0.1:{port}"], cwd=tmp_path, stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL, stderr=log, env={**env, "MOAT_REPLICA": "moat1"})
+    try:
+        wait_for_port(port, process, stderr)
+        message, head = modern("tools/list", {})
+        listed = post(port, message, key, head)
+        assert listed.status == 200, listed.body
+        names = {tool["name"] for tool in listed.message["result"]["tools"]}
+        assert {name.split("_", 1)[0] for name in names} == {"echo", "text", "time"}, names
+        assert "replica moat1 shares its state through Redis" in stderr.read_text()
+    finally:
+        stop(process)
+
+
 def test_a_principal_s_rate_holds_across_replicas(make_cluster: Callable[..., Cluster]) -> None:
     cluster = make_cluster("[quotas]\nrequests_per_minute = 30\n")
     replicas = [cluster.start(f"r{i}") for i in range(3)]
