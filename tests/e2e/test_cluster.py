@@ -744,7 +744,10 @@ def test_a_drain_stops_what_outlasts_drain_finish_seconds(
     assert time.monotonic() - stopped_at < 10
     thread.join(timeout=30)
     assert not replies or replies[0].status != 200 or "error" in replies[0].body
-    assert "still running after 1 s ([http] drain_finish_seconds): stopping them" in replica.log()
+    log = replica.log()
+    assert "still running after 1 s ([http] drain_finish_seconds): stopping them" in log, log
+    assert "call stopped: moat is shutting down" in log, log
+    assert "cancelled by the client" not in log, log
 
 
 def test_behind_haproxy_new_sessions_open_while_a_replica_drains(

@@ -163,7 +163,11 @@ impl MoatServer {
             outcome = call => outcome,
             () = context.ct.cancelled() => {
                 record.end(Ended::plain(Outcome::Cancelled));
-                tracing::info!(tool = tool.name, "call cancelled by the client");
+                if self.catalogue.stopping_calls().is_cancelled() {
+                    tracing::warn!(tool = tool.name, "call stopped: moat is shutting down");
+                } else {
+                    tracing::info!(tool = tool.name, "call cancelled by the client");
+                }
                 return Err(McpError::internal_error("the call was cancelled", None));
             }
         };

@@ -103,6 +103,8 @@ struct Inner {
     credential_store: Mutex<Option<crate::shared::consents::Settings>>,
     /// The listeners a stdio moat takes consent callbacks on.
     loopback: crate::mcp::http::consent::Loopback,
+    /// Cancelled when moat stops the calls still running as it shuts down.
+    stopping_calls: tokio_util::sync::CancellationToken,
 }
 
 /// The resource URIs one session subscribed to.
@@ -172,6 +174,7 @@ impl Catalogue {
                 credentials: std::sync::RwLock::default(),
                 credential_store: Mutex::default(),
                 loopback: Default::default(),
+                stopping_calls: Default::default(),
             }),
         }
     }
@@ -338,6 +341,12 @@ impl Catalogue {
             .read()
             .expect("credentials lock")
             .clone()
+    }
+
+    /// Cancelled when moat, shutting down, stops the calls still running: a call cut then was
+    /// not cancelled by its client.
+    pub fn stopping_calls(&self) -> &tokio_util::sync::CancellationToken {
+        &self.inner.stopping_calls
     }
 
     /// The listeners a stdio moat takes consent callbacks on, bound as calls need them.

@@ -20,6 +20,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use crate::access::quotas::Quotas;
+use crate::mcp::catalogue::Catalogue;
 
 /// How long a drain waits for the calls in progress unless `[http] drain_finish_seconds` says:
 /// the deadline of a plugin that sets none, so that such calls finish.
@@ -96,7 +97,8 @@ impl Drain {
 
     /// Goes through the drain once `draining` is cancelled, then cancels `shutdown` (unless it
     /// is cancelled first: a second signal stops at once).
-    pub async fn run(self, quotas: &Quotas, shutdown: CancellationToken) {
+    pub async fn run(self, catalogue: &Catalogue, shutdown: CancellationToken) {
+        let quotas = catalogue.quotas();
         tokio::select! {
             () = self.draining.cancelled() => {}
             () = shutdown.cancelled() => return,
@@ -124,12 +126,15 @@ impl Drain {
                 () = self.all_done(quotas) => {
                     tracing::info!("every call running has finished");
                 }
-                () = tokio::time::sleep(self.finish) => tracing::warn!(
-                    "{} call(s) still running after {} s ([http] drain_finish_seconds): stopping \
-                     them",
-                    quotas.running(),
-                    self.finish.as_secs_f64()
-                ),
+                () = tokio::time::sleep(self.finish) => {
+                    tracing::warn!(
+                        "{} call(s) still running after {} s ([http] drain_finish_seconds): \
+                         stopping them",
+                        quotas.running(),
+                        self.finish.as_secs_f64()
+                    );
+                    catalogue.stopping_calls().cancel();
+                }
                 () = shutdown.cancelled() => return,
             }
         }

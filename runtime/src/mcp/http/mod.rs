@@ -275,8 +275,8 @@ pub async fn serve(
         });
     }
     let draining = settings.drain.clone();
-    let (quotas, stop) = (catalogue.quotas().clone(), shutdown.clone());
-    tokio::spawn(async move { draining.run(&quotas, stop).await });
+    let (served, stop) = (catalogue.clone(), shutdown.clone());
+    tokio::spawn(async move { draining.run(&served, stop).await });
     let tls = settings.tls.clone();
     let app = router(catalogue, shutdown.clone(), settings)
         .into_make_service_with_connect_info::<SocketAddr>();
