@@ -6,10 +6,17 @@
 //! a count and writes it back). A lease lives [`LEASE_TTL`] unless the replica holding it renews
 //! it, which a live replica does every third of that: the slots of a replica that died free
 //! themselves.
+//!
+//! A high rate would cost a round trip per request: a replica takes a principal's tokens from
+//! the bucket in batches of up to a tenth of a second's worth ([`batch_for`], at most
+//! [`MAX_BATCH`]), spends them over at most [`RESERVE_FOR`], and gives back what it did not
+//! spend with its next batch. No token is spent twice, so the replicas together never admit more
+//! than the rate; a replica may hold at most one batch that others cannot use meanwhile (under
+//! 600 a minute a batch is one token: decided in Redis request by request, exactly).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use futures_util::future::BoxFuture;
@@ -19,29 +26,45 @@ use super::{Cluster, key};
 use crate::shared::StoreError;
 use crate::shared::quotas::{Held, LOOK_AGAIN, QuotaStore};
 
+/// Principals whose reserves are kept at most; past this the stale ones go.
+const MAX_RESERVES: usize = 10_000;
+
 /// How long a lease outlives the last renewal of the replica holding it.
 pub const LEASE_TTL: Duration = Duration::from_secs(30);
 
-/// Takes one token from a bucket that holds a minute's worth and refills continuously; answers
-/// 0, or the milliseconds until the next token.
-const TAKE_TOKEN: &str = r"
+/// The most tokens a replica takes at once.
+pub const MAX_BATCH: u32 = 32;
+/// How long a replica may spend a batch before what is left goes back.
+pub const RESERVE_FOR: Duration = Duration::from_secs(1);
+
+/// How many tokens a replica takes at once at `per_minute`: a tenth of a second's worth.
+pub fn batch_for(per_minute: u32) -> u32 {
+    (per_minute / 600).clamp(1, MAX_BATCH)
+}
+
+/// Gives back ARGV[3] unspent tokens, then takes up to ARGV[2] from a bucket that holds a
+/// minute's worth (ARGV[1]) and refills continuously; answers {tokens taken, 0}, or {0, the
+/// milliseconds until the next token}.
+const TAKE_TOKENS: &str = r"
 local capacity = tonumber(ARGV[1])
+local want, back = tonumber(ARGV[2]), tonumber(ARGV[3])
 local clock = redis.call('TIME')
 local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
 local state = redis.call('HMGET', KEYS[1], 'tokens', 'at')
 local tokens = tonumber(state[1]) or capacity
 local at = tonumber(state[2]) or now
 local per_ms = capacity / 60000
-tokens = math.min(capacity, tokens + math.max(0, now - at) * per_ms)
-local wait = 0
+tokens = math.min(capacity, tokens + back + math.max(0, now - at) * per_ms)
+local taken, wait = 0, 0
 if tokens >= 1 then
-  tokens = tokens - 1
+  taken = math.min(want, math.floor(tokens))
+  tokens = tokens - taken
 else
   wait = math.ceil((1 - tokens) / per_ms)
 end
 redis.call('HSET', KEYS[1], 'tokens', tostring(tokens), 'at', tostring(now))
 redis.call('PEXPIRE', KEYS[1], 60000)
-return wait
+return {taken, wait}
 ";
 
 /// Adds lease ARGV[2] to the set of running calls unless it holds ARGV[1] live ones already;
@@ -77,8 +100,13 @@ pub struct SharedQuotas(Arc<Inner>);
 
 struct Inner {
     cluster: Arc<Cluster>,
-    take_token: Script,
+    take_tokens: Script,
     take_lease: Script,
+    /// Tokens this replica took and has not spent yet: principal → how many, and until when.
+    reserves: Mutex<HashMap<String, (u32, Instant)>>,
+    /// Round trips for tokens, for the tests.
+    #[cfg(test)]
+    asked: std::sync::atomic::AtomicU64,
     /// The leases this replica holds: id → key.
     held: Mutex<HashMap<String, String>>,
 }
@@ -98,8 +126,11 @@ impl SharedQuotas {
     pub fn new(cluster: Arc<Cluster>) -> Self {
         let quotas = Arc::new(Inner {
             cluster,
-            take_token: Script::new(TAKE_TOKEN),
+            take_tokens: Script::new(TAKE_TOKENS),
             take_lease: Script::new(TAKE_LEASE),
+            reserves: Mutex::default(),
+            #[cfg(test)]
+            asked: Default::default(),
             held: Mutex::default(),
         });
         tokio::spawn(renew(Arc::downgrade(&quotas)));
@@ -114,24 +145,53 @@ impl QuotaStore for SharedQuotas {
         principal: &str,
         per_minute: u32,
     ) -> Result<Result<(), Duration>, StoreError> {
+        // Spent from this replica's reserve while it lasts; what is left of a stale one goes back.
+        let back = {
+            let mut reserves = self.0.reserves.lock().expect("reserves lock");
+            match reserves.get_mut(principal) {
+                Some((left, until)) if *left > 0 && Instant::now() < *until => {
+                    *left -= 1;
+                    return Ok(Ok(()));
+                }
+                Some(_) => reserves.remove(principal).map_or(0, |(left, _)| left),
+                None => 0,
+            }
+        };
         let key = key("moat:quota:rate", principal);
-        let wait: u64 = self
+        let batch = batch_for(per_minute);
+        #[cfg(test)]
+        self.0
+            .asked
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let (taken, wait): (u32, u64) = self
             .0
             .cluster
             .run(|mut connection| async move {
                 self.0
-                    .take_token
+                    .take_tokens
                     .key(key)
                     .arg(per_minute)
+                    .arg(batch)
+                    .arg(back)
                     .invoke_async(&mut connection)
                     .await
             })
             .await
             .ok_or_else(unreachable)?;
-        Ok(match wait {
-            0 => Ok(()),
-            ms => Err(Duration::from_millis(ms)),
-        })
+        if taken == 0 {
+            return Ok(Err(Duration::from_millis(wait.max(1))));
+        }
+        if taken > 1 {
+            let mut reserves = self.0.reserves.lock().expect("reserves lock");
+            let now = Instant::now();
+            if reserves.len() >= MAX_RESERVES {
+                reserves.retain(|_, (_, until)| now < *until);
+            }
+            let (left, until) = reserves.entry(principal.to_string()).or_insert((0, now));
+            *left += taken - 1;
+            *until = now + RESERVE_FOR;
+        }
+        Ok(Ok(()))
     }
 
     async fn take_slot(
@@ -259,5 +319,51 @@ mod tests {
             return;
         };
         crate::shared::quotas::promises::check(&SharedQuotas::new(server.cluster())).await;
+    }
+
+    #[tokio::test]
+    async fn a_high_rate_is_taken_in_batches_and_replicas_never_admit_more_than_the_bucket() {
+        let Some(server) = redis_server() else {
+            return;
+        };
+        let per_minute = 600 * MAX_BATCH;
+        assert_eq!(batch_for(per_minute), MAX_BATCH);
+        let cluster = server.cluster();
+        let replicas = [
+            SharedQuotas::new(cluster.clone()),
+            SharedQuotas::new(cluster),
+        ];
+        let started = std::time::Instant::now();
+        let mut admitted = 0u64;
+        // Both replicas ask in turn until both are refused: the bucket is spent.
+        loop {
+            let mut refused = 0;
+            for replica in &replicas {
+                match replica.take_token("ada", per_minute).await.unwrap() {
+                    Ok(()) => admitted += 1,
+                    Err(_) => refused += 1,
+                }
+            }
+            if refused == replicas.len() {
+                break;
+            }
+        }
+        let refilled = started.elapsed().as_secs_f64() * f64::from(per_minute) / 60.0;
+        let capacity = u64::from(per_minute);
+        assert!(
+            admitted as f64 <= capacity as f64 + refilled.ceil() + 1.0,
+            "{admitted} admitted from a bucket of {capacity} (+{refilled:.0} refilled)"
+        );
+        assert!(admitted >= capacity, "{admitted} of {capacity}");
+        let asked: u64 = replicas
+            .iter()
+            .map(|r| r.0.asked.load(std::sync::atomic::Ordering::Relaxed))
+            .sum();
+        // One per batch, and the refusals: a round trip per request without batches.
+        assert!(
+            asked <= admitted / u64::from(MAX_BATCH / 2),
+            "{asked} round trips for {admitted} requests"
+        );
+        println!("{admitted} admitted by two replicas with {asked} round trips to Redis");
     }
 }
