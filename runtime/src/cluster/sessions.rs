@@ -84,12 +84,17 @@ impl SharedSessions {
     /// Sets one `field` of session `id`'s hash, keeping the session another idle period.
     async fn set(&self, id: &str, field: &'static str, value: &str) {
         self.hold(id, &[(field, value)]);
+        self.write(id, &[(field, value)]).await;
+    }
+
+    /// Writes `fields` of session `id`'s hash, keeping the session another idle period.
+    async fn write(&self, id: &str, fields: &[(&str, &str)]) {
         let (key, idle) = (session_key(id), self.idle_ms());
         self.cluster
             .run(|mut connection| async move {
                 redis::pipe()
                     .atomic()
-                    .hset(&key, field, value)
+                    .hset_multiple(&key, fields)
                     .ignore()
                     .pexpire(&key, idle)
                     .ignore()
@@ -97,6 +102,51 @@ impl SharedSessions {
                     .await
             })
             .await;
+    }
+
+    /// Keeps session `id` for another idle period: it has just been used. Once per tenth of
+    /// that period is enough (a session then lives at least nine tenths of it after its last
+    /// use), and spares each request of a busy session its round trip; but the first use after
+    /// the store lost this replica's keys looks again, and a session whose record is gone is
+    /// written again whole from what this replica holds.
+    async fn keep_alive(&self, id: &str) {
+        let forgotten = self.cluster.forgotten();
+        let fields: Vec<(&'static str, String)> = {
+            let mut here = self.here.lock().expect("sessions lock");
+            let now = Instant::now();
+            let kept = here.entry(id.to_string()).or_default();
+            kept.used = Some(now);
+            if kept.touched.is_some_and(|(last, count)| {
+                count == forgotten && now.duration_since(last) < self.idle / 10
+            }) {
+                return;
+            }
+            kept.touched = Some((now, forgotten));
+            kept.fields.iter().map(|(k, v)| (*k, v.clone())).collect()
+        };
+        let (key, idle) = (session_key(id), self.idle_ms());
+        let kept: Option<u8> = self
+            .cluster
+            .run(|mut connection| {
+                let key = key.clone();
+                async move {
+                    redis::cmd("PEXPIRE")
+                        .arg(key)
+                        .arg(idle)
+                        .query_async::<u8>(&mut connection)
+                        .await
+                }
+            })
+            .await;
+        if kept != Some(0) || !fields.iter().any(|(name, _)| *name == "owner") {
+            return;
+        }
+        tracing::info!(
+            "the shared store lost session {}: written again from this replica",
+            crate::shared::sessions::digest(id)
+        );
+        let fields: Vec<(&str, &str)> = fields.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        self.write(id, &fields).await;
     }
 
     fn idle_ms(&self) -> i64 {
@@ -148,59 +198,10 @@ impl SessionRecords for SharedSessions {
         (level, uris)
     }
 
-    /// Keeps session `id` for another idle period: it has just been used. Once per tenth of
-    /// that period is enough (a session then lives at least nine tenths of it after its last
-    /// use), and spares each request of a busy session its round trip; but the first use after
-    /// the store lost this replica's keys looks again, and a session whose record is gone is
-    /// written again whole from what this replica holds.
-    async fn touch(&self, id: &str) {
-        let forgotten = self.cluster.forgotten();
-        let fields: Vec<(&'static str, String)> = {
-            let mut here = self.here.lock().expect("sessions lock");
-            let now = Instant::now();
-            let kept = here.entry(id.to_string()).or_default();
-            kept.used = Some(now);
-            if kept.touched.is_some_and(|(last, count)| {
-                count == forgotten && now.duration_since(last) < self.idle / 10
-            }) {
-                return;
-            }
-            kept.touched = Some((now, forgotten));
-            kept.fields.iter().map(|(k, v)| (*k, v.clone())).collect()
-        };
-        let (key, idle) = (session_key(id), self.idle_ms());
-        let kept: Option<u8> = self
-            .cluster
-            .run(|mut connection| {
-                let key = key.clone();
-                async move {
-                    redis::cmd("PEXPIRE")
-                        .arg(key)
-                        .arg(idle)
-                        .query_async::<u8>(&mut connection)
-                        .await
-                }
-            })
-            .await;
-        if kept != Some(0) || !fields.iter().any(|(name, _)| *name == "owner") {
-            return;
-        }
-        tracing::info!(
-            "the shared store lost session {}: written again from this replica",
-            crate::shared::sessions::digest(id)
-        );
-        self.cluster
-            .run(|mut connection| async move {
-                redis::pipe()
-                    .atomic()
-                    .hset_multiple(&key, &fields)
-                    .ignore()
-                    .pexpire(&key, idle)
-                    .ignore()
-                    .query_async::<()>(&mut connection)
-                    .await
-            })
-            .await;
+    fn touch(self: Arc<Self>, id: &str) {
+        let id = id.to_string();
+        // The request goes on without waiting for Redis.
+        tokio::spawn(async move { self.keep_alive(&id).await });
     }
 
     fn restored(&self) {

@@ -21,8 +21,9 @@ pub trait SessionRecords: Send + Sync {
     /// Records that `principal` opened session `id` here.
     async fn opened(&self, id: &str, principal: &str);
 
-    /// Keeps session `id` for another idle period: it has just been used here.
-    async fn touch(&self, id: &str);
+    /// Keeps session `id` for another idle period: it has just been used here. The request
+    /// goes on meanwhile: a backend that must ask a store does so on a task of its own.
+    fn touch(self: Arc<Self>, id: &str);
 
     /// Counts a session another replica opened, restored here.
     fn restored(&self);
@@ -51,7 +52,7 @@ impl SessionRecords for Alone {
 
     async fn opened(&self, _: &str, _: &str) {}
 
-    async fn touch(&self, _: &str) {}
+    fn touch(self: Arc<Self>, _: &str) {}
 
     fn restored(&self) {}
 

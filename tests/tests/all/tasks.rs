@@ -13,7 +13,7 @@ use moat::shared::StoreError;
 use moat::shared::replicas::Alone;
 use moat::shared::tasks::{Bounds, Memory, Stored, TaskRecords};
 use moat_tests::{engine, plugins, source};
-use rmcp::model::{DetailedTask, TaskStatus};
+use rmcp::model::{DetailedTask, InputResponses, TaskStatus};
 use serde_json::{Value, json};
 
 fn registry() -> Arc<Registry> {
@@ -49,6 +49,23 @@ fn job(registry: &Arc<Registry>, tool: &str, arguments: Value) -> Job {
 async fn asking(tasks: &Arc<Tasks>, registry: &Arc<Registry>) -> rmcp::model::Task {
     let job = job(registry, "test_multi_input", json!({}));
     tasks.start("alice", job, Vec::new()).await.unwrap()
+}
+
+/// Answers to both questions of `test_multi_input`'s round: Ada, teal.
+fn both_answers() -> InputResponses {
+    [
+        (
+            "user_name",
+            json!({"action": "accept", "content": {"name": "Ada"}}),
+        ),
+        (
+            "user_color",
+            json!({"action": "accept", "content": {"color": "teal"}}),
+        ),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect()
 }
 
 /// The task once its status is `status`, failing after ten seconds.
@@ -182,20 +199,7 @@ async fn a_run_asks_again_whether_its_caller_may_call_the_tool() {
             })
         },
     };
-    let answers = [
-        (
-            "user_name",
-            json!({"action": "accept", "content": {"name": "Ada"}}),
-        ),
-        (
-            "user_color",
-            json!({"action": "accept", "content": {"color": "teal"}}),
-        ),
-    ];
-    let answers = answers
-        .into_iter()
-        .map(|(k, v)| (k.to_string(), v))
-        .collect();
+    let answers = both_answers();
     tasks.update("alice", id, &answers, refusing).await.unwrap();
     let failed = until(&tasks, "alice", id, TaskStatus::Failed).await;
     let message = failed["error"]["message"].as_str().unwrap_or_default();
@@ -382,20 +386,7 @@ async fn a_replica_sharing_the_records_answers_for_a_task_another_began() {
     assert!(there.get("bob", id, Caller::anything()).await.is_err());
 
     // Answered there, it runs there, and here reads the result.
-    let answers = [
-        (
-            "user_name",
-            json!({"action": "accept", "content": {"name": "Ada"}}),
-        ),
-        (
-            "user_color",
-            json!({"action": "accept", "content": {"color": "teal"}}),
-        ),
-    ];
-    let answers = answers
-        .into_iter()
-        .map(|(k, v)| (k.to_string(), v))
-        .collect();
+    let answers = both_answers();
     there
         .update("alice", id, &answers, Caller::anything())
         .await

@@ -105,8 +105,7 @@ pub async fn bind_to_principal(
         let shared = sessions.shared.clone();
         if here.is_some() {
             // Used: kept for another idle period, for whichever replica serves it next.
-            let touched = id.clone();
-            tokio::spawn(async move { shared.touch(&touched).await });
+            shared.touch(&id);
             return next.run(request).await;
         }
         let response = next.run(request).await;
