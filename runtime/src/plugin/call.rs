@@ -13,7 +13,7 @@ use wasmtime::component::Val;
 use std::sync::Arc;
 
 use super::forms::Typed;
-use super::{CallError, CallOutcome, Exchange, Export, Plugin, Tool};
+use super::{CallError, CallOutcome, Exchange, Export, Plugin, Runs, Tool};
 use crate::sandbox::guest_log::Severity;
 use crate::sandbox::host::{Client, Detached, EventSink, InputRequired, MissingCapability};
 use crate::sandbox::instances::{Fresh, MakeError};
@@ -61,21 +61,32 @@ impl Plugin {
         exchange: Exchange,
     ) -> CallOutcome {
         let mut denials = Denials::default();
-        let result = match tool.arguments(args) {
-            Ok(params) => {
-                let export = Export {
-                    name: &tool.name,
-                    index: tool.index,
-                };
-                self.invoke(export, &params, exchange, &mut denials)
+        let result = match &tool.runs {
+            Runs::Function {
+                check,
+                params,
+                returns,
+                index,
+            } => match Tool::arguments(check.as_deref(), params, args) {
+                Ok(params) => {
+                    let export = Export {
+                        name: &tool.name,
+                        index: *index,
+                    };
+                    self.invoke(export, &params, exchange, &mut denials)
+                        .await
+                        .and_then(|results| {
+                            returns
+                                .render(results.first())
+                                .map_err(CallError::BadResult)
+                        })
+                }
+                Err(error) => Err(CallError::InvalidArguments(error)),
+            },
+            Runs::Served { name, check } => {
+                self.call_served(&tool.name, name, check, args, exchange, &mut denials)
                     .await
-                    .and_then(|results| {
-                        tool.returns
-                            .render(results.first())
-                            .map_err(CallError::BadResult)
-                    })
             }
-            Err(error) => Err(CallError::InvalidArguments(error)),
         };
         let (shown, denials): (Vec<String>, Vec<String>) = denials
             .take()
@@ -130,6 +141,7 @@ impl Plugin {
                 instance,
                 output,
                 code,
+                ..
             }) => (store, instance, output, code),
             Err(MakeError::Setup(message)) => return Err(CallError::Setup(message)),
             Err(MakeError::Instantiate { error, stderr }) => {

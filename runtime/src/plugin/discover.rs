@@ -17,7 +17,7 @@ use super::completions::Completions;
 use super::forms::{Form, Forms};
 use super::prompts::Prompt;
 use super::resources::Resource;
-use super::{MAX_PLUGIN_SCHEMA_NODES, MAX_TOOL_SCHEMA_NODES, MAX_TOOLS, Tool};
+use super::{MAX_PLUGIN_SCHEMA_NODES, MAX_TOOL_SCHEMA_NODES, MAX_TOOLS, Runs, Tool};
 use crate::wit::constraints::Check;
 use crate::wit::docs::{FunctionDocs, PluginDocs};
 use crate::wit::naming::{MAX_TOOL_NAME, ToolRules, interface_name, tool_name};
@@ -306,10 +306,12 @@ fn describe_tool(
         task_required,
         input_schema: Arc::new(input),
         output_schema: output.map(|o| Arc::new(into_object(defs::factor(o)))),
-        check,
-        params,
-        returns,
-        index,
+        runs: Runs::Function {
+            check,
+            params,
+            returns,
+            index,
+        },
     })
 }
 
@@ -351,8 +353,12 @@ impl Tool {
                 _ => {}
             }
         }
-        let mut names: Vec<String> = self.params.iter().map(|(p, _)| p.clone()).collect();
-        for (_, ty) in &self.params {
+        // A served tool's names are its server's own, never WIT's: nothing to rename.
+        let Runs::Function { params, .. } = &self.runs else {
+            return Vec::new();
+        };
+        let mut names: Vec<String> = params.iter().map(|(p, _)| p.clone()).collect();
+        for (_, ty) in params {
             fields(ty, &mut names, 0);
         }
         names

@@ -37,6 +37,7 @@ pub mod lint;
 pub mod prompts;
 pub mod registry;
 pub mod resources;
+mod served;
 pub mod tiers;
 
 use completions::Completions;
@@ -87,6 +88,8 @@ pub struct Plugin {
     pub admission: crate::supply::policy::Admitted,
     /// Where each call's fresh instance comes from.
     instances: Arc<Instances>,
+    /// The `handle` of a plugin that is an MCP server (see [`served`]).
+    server: Option<ComponentExportIndex>,
     /// Whether it was loaded with Winch's code (see [`tiers`]).
     baseline: bool,
     /// Whether its code was taken from the compiled-plugin cache rather than compiled.
@@ -113,22 +116,34 @@ pub struct Tool {
     pub task_required: bool,
     pub input_schema: Arc<JsonObject>,
     pub output_schema: Option<Arc<JsonObject>>,
-    /// The check of what `@schema` tags add to the parameters' types, if they add anything.
-    check: Option<Arc<Check>>,
-    params: Vec<(String, Type)>,
-    returns: Returns,
-    index: ComponentExportIndex,
+    runs: Runs,
+}
+
+/// How a tool runs.
+enum Runs {
+    /// As an exported function of the component.
+    Function {
+        /// The check of what `@schema` tags add to the parameters' types, if they add anything.
+        check: Option<Arc<Check>>,
+        params: Vec<(String, Type)>,
+        returns: Returns,
+        index: ComponentExportIndex,
+    },
+    /// As a tool of an MCP server component: a `tools/call` of its own `name`, with arguments
+    /// checked against its input schema first.
+    Served { name: String, check: Arc<Check> },
 }
 
 impl Tool {
-    /// The parameters from a call's JSON `args`, checked against their types and then against
-    /// what the tool's `@schema` tags add, before any guest code runs.
-    pub fn arguments(
-        &self,
+    /// The parameters of a function's call from its JSON `args`, checked against their types and
+    /// then against what the tool's `@schema` tags add, before any guest code runs.
+    fn arguments(
+        check: Option<&Check>,
+        params: &[(String, Type)],
         args: Option<&JsonObject>,
     ) -> Result<Vec<wasmtime::component::Val>, ArgError> {
-        let params = args_from_json(&self.params, args)?;
-        if let Some(check) = &self.check {
+        let params = args_from_json(params, args)?;
+        if let Some(check) = check {
             check.check(&serde_json::Value::Object(
                 args.cloned().unwrap_or_default(),
             ))?;
@@ -343,7 +358,19 @@ impl Plugin {
         for note in crate::sandbox::grants::ungranted(&imports, &grants) {
             tracing::info!(plugin = name, "{note}");
         }
-        let discovered = discover(engine, component, name, rules, docs.as_ref())?;
+        let server = served::handle(component);
+        let mut instances = Instances::new(name.into(), pre, grants.clone(), limits.clone());
+        if let Some(handle) = server {
+            instances = instances.warmed_up_by(served::handshake(handle));
+        }
+        let instances = Arc::new(instances);
+        let (discovered, instructions) = match server {
+            Some(handle) => served::discover(&instances, handle, name, rules, limits.deadline)?,
+            None => (
+                discover(engine, component, name, rules, docs.as_ref())?,
+                None,
+            ),
+        };
         for (export, reason) in &discovered.skipped {
             // What every component of that toolchain carries: nothing to warn of.
             tracing::debug!(plugin = name, "`{export}` is not offered: {reason}");
@@ -361,7 +388,8 @@ impl Plugin {
         let summary = docs
             .as_ref()
             .and_then(|d| d.summary())
-            .map(|summary| references.rewrite(&summary, &[]).into_owned());
+            .map(|summary| references.rewrite(&summary, &[]).into_owned())
+            .or(instructions);
         let scheme = crate::wit::naming::resource_scheme(name);
         if scheme.is_none() && !resources.is_empty() {
             tracing::warn!(
@@ -371,12 +399,6 @@ impl Plugin {
             );
             resources.clear();
         }
-        let instances = Arc::new(Instances::new(
-            name.into(),
-            pre,
-            grants.clone(),
-            limits.clone(),
-        ));
         if compiled.baseline
             && let Some(tiers) = compiler.tiers
         {
@@ -403,6 +425,7 @@ impl Plugin {
             baseline: compiled.baseline,
             from_cache: compiled.from_cache,
             instances,
+            server,
         })
     }
 

@@ -18,12 +18,13 @@ use crate::sandbox::guest_log::GuestLog;
 use crate::sandbox::limits::Limits;
 use crate::sandbox::network::{CallCredentials, Denials, HttpHooks, PendingInput};
 
-mod bindings {
+pub(super) mod bindings {
     wasmtime::component::bindgen!({
         path: "../wit",
         world: "moat:plugin/imports",
         imports: {
             "moat:plugin/client.ask": async | trappable,
+            "moat:plugin/mcp-client.request": async | trappable,
             "moat:plugin/client.capabilities": async | trappable,
             "moat:plugin/tasks.detach": async | trappable,
         },
@@ -173,7 +174,7 @@ pub trait Client: Send + Sync {
 
 /// The most questions one `ask` may hold, and the most bytes of JSON they may take.
 const MAX_QUESTIONS: usize = 16;
-const MAX_QUESTION_BYTES: usize = 256 * 1024;
+pub(super) const MAX_QUESTION_BYTES: usize = 256 * 1024;
 
 /// Where a call's [`GuestEvent`]s go; `None` when nobody listens.
 pub type EventSink = Option<mpsc::Sender<GuestEvent>>;
@@ -293,6 +294,11 @@ impl HostState {
     /// guest swallows its own error.
     pub fn denials(&self) -> Denials {
         self.http_hooks.denials.clone()
+    }
+
+    /// Whom the guest's questions go to, and the keys the call has asked under so far.
+    pub(super) fn asking(&mut self) -> (Option<Arc<dyn Client>>, &mut BTreeSet<String>) {
+        (self.client.clone(), &mut self.asked)
     }
 
     fn emit(&self, event: GuestEvent) {

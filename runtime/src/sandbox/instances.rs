@@ -75,6 +75,16 @@ pub struct Fresh {
     pub instance: Instance,
     pub output: CapturedOutput,
     pub code: Arc<Code>,
+    /// What the instance answered to each of the plugin's [`WarmUp`] messages.
+    pub warmed: Vec<String>,
+}
+
+/// Messages an instance is given, one call of `export` (a function from a string to a string)
+/// each, before any call takes it: an MCP server component's handshake. Made ahead like the
+/// instance itself, it costs a call nothing.
+pub struct WarmUp {
+    pub export: ComponentExportIndex,
+    pub messages: Vec<String>,
 }
 
 /// A plugin's compiled code, pre-linked, and where its exports are in it.
@@ -110,6 +120,8 @@ pub struct Instances {
     second: AtomicBool,
     /// Replacements of this plugin's used instances handed to the instance thread, not yet done.
     pending: AtomicUsize,
+    /// What each instance is given before a call takes it, if anything.
+    warm_up: Option<WarmUp>,
 }
 
 /// How making an instance failed: in its set-up, or in instantiation (a trap, the deadline),
@@ -143,7 +155,14 @@ impl Instances {
             ahead: AtomicBool::new(true),
             second: AtomicBool::new(false),
             pending: AtomicUsize::new(0),
+            warm_up: None,
         }
+    }
+
+    /// The same instances, each given `warm_up` once it is made.
+    pub fn warmed_up_by(mut self, warm_up: WarmUp) -> Self {
+        self.warm_up = Some(warm_up);
+        self
     }
 
     /// The plugin's log budget.
@@ -274,19 +293,29 @@ impl Instances {
         self.arm(&mut store, deadline)
             .map_err(|e| MakeError::Setup(format!("{e:#}")))?;
         // The epoch stops a start function that computes; this timer one blocked in the host.
-        let instance =
-            tokio::time::timeout_at(deadline.into(), code.pre.instantiate_async(&mut store))
-                .await
-                .unwrap_or_else(|_| Err(DeadlineExceeded.into()))
-                .map_err(|error| MakeError::Instantiate {
-                    error,
-                    stderr: String::from_utf8_lossy(&output.stderr.contents()).into_owned(),
-                })?;
+        let started = async {
+            let instance = code.pre.instantiate_async(&mut store).await?;
+            let warmed = match &self.warm_up {
+                Some(warm_up) => {
+                    warm(&mut store, instance, code.export(warm_up.export), warm_up).await?
+                }
+                None => Vec::new(),
+            };
+            wasmtime::Result::<_>::Ok((instance, warmed))
+        };
+        let (instance, warmed) = tokio::time::timeout_at(deadline.into(), started)
+            .await
+            .unwrap_or_else(|_| Err(DeadlineExceeded.into()))
+            .map_err(|error| MakeError::Instantiate {
+                error,
+                stderr: String::from_utf8_lossy(&output.stderr.contents()).into_owned(),
+            })?;
         Ok(Fresh {
             store,
             instance,
             output,
             code,
+            warmed,
         })
     }
 
@@ -314,6 +343,30 @@ impl Instances {
         });
         Ok(())
     }
+}
+
+/// Gives `instance` each message of `warm_up` through `export`, and what it answered to each.
+async fn warm(
+    store: &mut Store<HostState>,
+    instance: Instance,
+    export: ComponentExportIndex,
+    warm_up: &WarmUp,
+) -> wasmtime::Result<Vec<String>> {
+    use wasmtime::component::Val;
+    let func = instance
+        .get_func(&mut *store, export)
+        .ok_or_else(|| wasmtime::Error::msg("the warm-up export is missing"))?;
+    let mut answers = Vec::with_capacity(warm_up.messages.len());
+    for message in &warm_up.messages {
+        let mut results = [Val::Bool(false)];
+        func.call_async(&mut *store, &[Val::String(message.clone())], &mut results)
+            .await?;
+        match results {
+            [Val::String(answer)] => answers.push(answer),
+            _ => wasmtime::bail!("the warm-up export returned no string"),
+        }
+    }
+    Ok(answers)
 }
 
 impl Drop for Instances {

@@ -12,5 +12,6 @@ pub mod guest_log;
 pub mod host;
 pub mod instances;
 pub mod limits;
+mod mcp_client;
 pub mod network;
 pub mod offered;
