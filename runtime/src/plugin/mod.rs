@@ -270,12 +270,18 @@ impl Plugin {
             .map(|(name, form)| (name.as_str(), &form.schema))
     }
 
-    /// Whether the plugin imports `moat:plugin/client` or `moat:plugin/tasks`: only then can
-    /// its guests ask the client anything or go on as a task.
+    /// Whether the plugin imports `moat:plugin/client`, `moat:plugin/tasks` or (a server's)
+    /// `moat:plugin/mcp-client`: only then can its guests ask the client anything or go on as
+    /// a task.
     pub fn asks_client(&self) -> bool {
-        self.imports.iter().any(|import| {
-            import.starts_with("moat:plugin/client@") || import.starts_with("moat:plugin/tasks@")
-        })
+        const ASKING: [&str; 3] = [
+            "moat:plugin/client@",
+            "moat:plugin/tasks@",
+            "moat:plugin/mcp-client@",
+        ];
+        self.imports
+            .iter()
+            .any(|import| ASKING.iter().any(|prefix| import.starts_with(prefix)))
     }
 
     /// Whether its requests carry callers' own credentials (`${credential:NAME}`): a caller

@@ -153,6 +153,21 @@ async fn list(mut fresh: Fresh, handle: ComponentExportIndex) -> Result<Listed> 
     })
 }
 
+/// A trap of the JavaScript engine, told the way its author reads it: componentize-js stops
+/// with an `unreachable` when the handler's promise is pending and nothing is left to run.
+fn explain_trap(error: CallError) -> CallError {
+    const NOTHING_PENDING: &str = "event loop error, but no exception is pending";
+    match error {
+        CallError::Trap { stderr, .. } if stderr.contains(NOTHING_PENDING) => CallError::Trap {
+            message: "the handler's promise never settled, and nothing was left for it to wait \
+                      on (no timer, no request)"
+                .into(),
+            stderr,
+        },
+        other => other,
+    }
+}
+
 /// The `result` of a JSON-RPC response, or its `error` as an error.
 fn result(answer: &str) -> Result<Value> {
     let mut response: Value =
@@ -287,7 +302,8 @@ impl Plugin {
                 exchange,
                 denials,
             )
-            .await?;
+            .await
+            .map_err(explain_trap)?;
         let answer = match results.as_slice() {
             [Val::String(answer)] => answer,
             _ => {
@@ -301,13 +317,17 @@ impl Plugin {
                 "the server gave no answer: its handler never finished".into(),
             ));
         }
-        let response: Value = serde_json::from_str(answer)
+        let mut response: Value = serde_json::from_str(answer)
             .map_err(|e| CallError::BadResult(format!("its answer is not JSON: {e}")))?;
         if let Some(error) = response.get("error") {
             let text = format!("the server refused the call: {}", error_text(error));
             return Ok(CallToolResult::error(vec![ContentBlock::text(text)]));
         }
-        serde_json::from_value(response["result"].clone())
-            .map_err(|e| CallError::BadResult(format!("its answer is not a tool's result: {e}")))
+        let mut result: CallToolResult = serde_json::from_value(response["result"].take())
+            .map_err(|e| CallError::BadResult(format!("its answer is not a tool's result: {e}")))?;
+        // The server speaks 2025-11-25, whose results carry no `resultType`; moat answers its
+        // own caller in the caller's era, which drops the field again for a legacy one.
+        result.result_type = Some(rmcp::model::ResultType::COMPLETE);
+        Ok(result)
     }
 }
