@@ -2,7 +2,8 @@
 //! given its WIT docs and permission manifest (see [`super::embed`]): cargo for a `Cargo.toml`,
 //! componentize-py for a `pyproject.toml` (installed in moat's cache when it is not on `PATH`),
 //! componentize-js (after esbuild, for TypeScript) for a
-//! `package.json`. A Rust plugin built with the guest SDK carries them already and is left as
+//! `package.json`, or moat's own toolchain for an MCP server written with the TypeScript SDK
+//! (see [`super::ts_sdk`]). A Rust plugin built with the guest SDK carries them already and is left as
 //! cargo wrote it.
 
 use std::path::{Path, PathBuf};
@@ -26,6 +27,9 @@ pub fn run(dir: &Path) -> Result<ExitCode> {
             dir.display()
         );
     };
+    if manifest == "package.json" && super::ts_sdk::is_server(dir) {
+        return build_server(dir);
+    }
     refresh_moat_files(dir)?;
     let built = (manifest == "Cargo.toml")
         .then(|| cargo_build(dir))
@@ -83,6 +87,24 @@ pub fn run(dir: &Path) -> Result<ExitCode> {
     super::embed::run(component, &dir.join("wit"), manifest, Some(&out))?;
     eprintln!(
         "moat: built {}; try `moat inspect {}`",
+        out.display(),
+        out.display()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Builds an MCP server written with the TypeScript SDK (see [`super::ts_sdk`]), then embeds
+/// its permission manifest.
+fn build_server(dir: &Path) -> Result<ExitCode> {
+    let out = dir
+        .join("build")
+        .join(format!("{}.wasm", super::ts_sdk::component_name(dir)));
+    let wit = super::ts_sdk::build(dir, &out)?;
+    let manifest = dir.join("package.json");
+    let manifest = moat::supply::embed::read_manifest(&manifest)?.map(|_| manifest.as_path());
+    super::embed::run(&out, &wit, manifest, Some(&out))?;
+    eprintln!(
+        "moat: built the MCP server {}; try `moat inspect {}`",
         out.display(),
         out.display()
     );

@@ -1,6 +1,7 @@
 //! `moat new`: a plugin project in Rust, Python, JavaScript or TypeScript that `moat build` makes
 //! into a component: its WIT (with the docs tools are described by), its code, a test that calls it
-//! through moat, and its permission manifest in the language's own metadata file.
+//! through moat, and its permission manifest in the language's own metadata file; or an MCP
+//! server written with the TypeScript SDK, which declares its tools the SDK's way.
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -14,6 +15,8 @@ pub enum Lang {
     Python,
     Javascript,
     Typescript,
+    /// An MCP server written with the official TypeScript SDK, as for any MCP client.
+    TypescriptSdk,
 }
 
 /// The `moat:plugin` package, where a project's WIT finds it.
@@ -80,6 +83,13 @@ fn files(lang: Lang) -> &'static [(&'static str, &'static str)] {
             template!("typescript", "plugin.test.js"),
             template!("typescript", "gitignore", ".gitignore"),
         ],
+        // No WIT: the server declares its tools the SDK's way.
+        Lang::TypescriptSdk => &[
+            template!("typescript-sdk", "server.ts"),
+            template!("typescript-sdk", "package.json"),
+            template!("typescript-sdk", "tsconfig.json"),
+            template!("typescript-sdk", "gitignore", ".gitignore"),
+        ],
     }
 }
 
@@ -113,7 +123,7 @@ pub fn run(name: &str, dir: &Path, lang: Lang) -> Result<ExitCode> {
         Lang::Rust => "`rustup target add wasm32-wasip2` once, then ",
         // `moat build` installs componentize-py when it is missing, and runs `npm install` in
         // a project without node_modules.
-        Lang::Python | Lang::Javascript | Lang::Typescript => "",
+        Lang::Python | Lang::Javascript | Lang::Typescript | Lang::TypescriptSdk => "",
     };
     eprintln!(
         "moat: made {}; {first}`moat build` there, and `moat serve build/{name}.wasm`",
