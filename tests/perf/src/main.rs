@@ -20,6 +20,9 @@
 //! * **P10**, **P11** (`cluster`): what `[cluster]` costs one replica (a rate quota decided in
 //!   Redis against one kept in process), and calls per second through haproxy to 1, 2 and 3
 //!   replicas sharing one Redis, with the Redis commands a call costs.
+//! * **P12** (`sdk_server`): an MCP server written with the TypeScript SDK, built by `moat build`
+//!   and served by moat, beside the same server on Node over stdio: a start to the first answer
+//!   (compile cache filled), a warm call, resident memory.
 //!
 //! Prints a markdown table and writes the figures as JSON. Targets are reported, never enforced:
 //! the run fails only when something breaks (a server does not start, an answer is wrong). A
@@ -33,6 +36,7 @@ mod logwatch;
 mod native;
 mod procfs;
 mod report;
+mod sdk_server;
 mod service;
 mod startup;
 mod stats;
@@ -96,6 +100,10 @@ struct Cli {
     /// (`target/js-plugins/echo_js.wasm,target/py-plugins/echo_py.wasm`), for P9.
     #[arg(long, value_delimiter = ',')]
     guests: Vec<PathBuf>,
+    /// An MCP server project written with the TypeScript SDK, built by `moat build` (its
+    /// build/NAME.wasm) and run from its server.ts on Node, for P12 (`tests/ts-sdk/compute`).
+    #[arg(long, value_name = "DIR")]
+    sdk_server: Option<PathBuf>,
     /// Run only these measurements (e.g. `--only P1,P3`).
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
@@ -215,6 +223,8 @@ struct Bench {
     warmed: HashSet<PathBuf>,
     /// The other toolchains' echo plugins P9 measures.
     guests: Vec<PathBuf>,
+    /// The TypeScript SDK server P12 measures.
+    sdk_server: Option<PathBuf>,
     /// Whether moat logs when a plugin's optimized code is in use; unknown until a cold start.
     swap_logged: Option<bool>,
 }
@@ -310,6 +320,7 @@ fn run(cli: Cli) -> Result<()> {
         notes: Vec::new(),
         warmed: HashSet::new(),
         guests: cli.guests,
+        sdk_server: cli.sdk_server,
         swap_logged: None,
     };
     // A failed run keeps its configs and server logs for a look.
@@ -351,7 +362,7 @@ fn run(cli: Cli) -> Result<()> {
 impl Bench {
     fn run_all(&mut self) -> Result<()> {
         // P3 first: it fills the warm compile cache the others start from.
-        let steps: [(&str, &str, Step); 11] = [
+        let steps: [(&str, &str, Step); 12] = [
             ("P3", "start-up", Self::startup),
             ("P1", "stdio round trip", Self::stdio_round_trip),
             ("P2", "HTTP throughput", Self::http_throughput),
@@ -367,6 +378,7 @@ impl Bench {
             ),
             ("P10", "the cost of [cluster]", Self::cluster_cost),
             ("P11", "replicas behind haproxy", Self::replicas_throughput),
+            ("P12", "a TypeScript SDK server", Self::sdk_server),
         ];
         for (id, name, step) in steps {
             if self.only.is_empty() || self.only.iter().any(|o| o.eq_ignore_ascii_case(id)) {
