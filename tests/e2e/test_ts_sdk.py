@@ -2,7 +2,7 @@
 schemas, `StdioServerTransport`), built by `moat build` unchanged and served in the sandbox.
 
 The servers are in tests/ts-sdk, one folder each, written the way community servers are:
-`compute` (zod schemas, structured output, a thrown error), `fetcher` (`fetch` and `process.env`
+`compute` (zod schemas, structured output, a thrown error), `v2` (the SDK's 2.x line), `fetcher` (`fetch` and `process.env`
 in handlers), `asker` (elicitation, progress, logs), `stuck` (handlers that never settle),
 `hostile` (reaching for what it was not granted), and two that must not build: `uses-fs`
 (`node:fs`, through a module of its own) and `env-at-load` (an API key read while loading).
@@ -176,6 +176,25 @@ async def test_arguments_are_checked_against_the_zod_schema_before_the_server_ru
         assert wrong.is_error is True
         assert "parsec" in wrong.content[0].text
         assert_text_only(await client.call_tool("compute_add", {"a": -1, "b": 1}), "0")
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_server_on_the_sdks_2_line_is_served_the_same_way(
+    moat_bin: Path, server: Callable[[str], Path], tmp_path: Path, mode: str
+) -> None:
+    config = config_for(tmp_path, "v2", server("v2"))
+    async with serving(moat_bin, tmp_path, mode, config) as client:
+        (shout,) = (await client.list_tools()).tools
+        assert shout.name == "v2_shout"
+        assert shout.description == "Says it louder"
+        assert shout.input_schema["properties"]["times"] == {"default": 1, "type": "integer", "minimum": 1, "maximum": 5}
+        assert shout.output_schema["properties"] == {"loud": {"type": "string"}}
+        # zod's default fills what the caller left out, inside the server.
+        loud = await client.call_tool("v2_shout", {"text": "hi"})
+        assert loud.structured_content == {"loud": "HI!"}
+        empty = await client.call_tool("v2_shout", {"text": ""})
+        assert empty.is_error is True
+        assert "invalid arguments" in empty.content[0].text
 
 
 @pytest.mark.parametrize("era", ERAS)
