@@ -33,6 +33,7 @@ import pytest
 from conftest import REPO_ROOT
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
+from mcp.shared.exceptions import MCPError
 from mcp.types import LOG_LEVEL_META_KEY, ElicitResult
 from support import MODERN, MODES, SETTLE_SECONDS, assert_text_only
 from test_inspector import ERAS, TOOL_ERROR_EXIT, inspector, node_tools
@@ -176,6 +177,26 @@ async def test_arguments_are_checked_against_the_zod_schema_before_the_server_ru
         assert wrong.is_error is True
         assert "parsec" in wrong.content[0].text
         assert_text_only(await client.call_tool("compute_add", {"a": -1, "b": 1}), "0")
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_the_servers_prompts_are_served_and_their_arguments_checked(
+    moat_bin: Path, server: Callable[[str], Path], tmp_path: Path, mode: str
+) -> None:
+    config = config_for(tmp_path, "compute", server("compute"))
+    async with serving(moat_bin, tmp_path, mode, config) as client:
+        (explain,) = (await client.list_prompts()).prompts
+        assert explain.name == "compute_explain"
+        assert explain.description == "Asks the model to explain a calculation step by step"
+        assert [(a.name, a.required) for a in explain.arguments] == [("expression", True)]
+        got = await client.get_prompt("compute_explain", {"expression": "6 * 7"})
+        assert [(m.role, m.content.text) for m in got.messages] == [
+            ("user", "Explain step by step how to compute 6 * 7.")
+        ]
+        with pytest.raises(MCPError, match='"expression" is a required argument'):
+            await client.get_prompt("compute_explain", {})
+        with pytest.raises(MCPError, match='no argument "stolen"'):
+            await client.get_prompt("compute_explain", {"expression": "1", "stolen": "x"})
 
 
 @pytest.mark.parametrize("mode", MODES)

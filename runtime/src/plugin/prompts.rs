@@ -12,7 +12,7 @@ use crate::sandbox::network::Denials;
 use crate::wit::docs::FunctionDocs;
 use crate::wit::naming::{camel_case, tool_name};
 use crate::wit::output::{is_prompt_message, prompt_messages};
-use crate::wit::values::args_from_json;
+use crate::wit::values::{ArgError, args_from_json};
 
 /// One prompt.
 pub struct Prompt {
@@ -22,10 +22,20 @@ pub struct Prompt {
     pub function: String,
     pub description: Option<String>,
     pub arguments: Vec<Argument>,
-    params: Vec<(String, Type)>,
-    index: ComponentExportIndex,
-    /// Whether it returns a `result`.
-    fallible: bool,
+    runs: Runs,
+}
+
+/// What getting a prompt runs.
+enum Runs {
+    /// A function of the `prompts` interface.
+    Function {
+        params: Vec<(String, Type)>,
+        index: ComponentExportIndex,
+        /// Whether it returns a `result`.
+        fallible: bool,
+    },
+    /// A `prompts/get` of the MCP server the plugin is (see [`super::served`]).
+    Served,
 }
 
 /// One argument of a prompt.
@@ -82,10 +92,65 @@ impl Prompt {
             function: found.function.clone(),
             description: docs.and_then(|d| d.description()),
             arguments,
-            params,
-            index: found.index,
-            fallible,
+            runs: Runs::Function {
+                params,
+                index: found.index,
+                fallible,
+            },
         })
+    }
+
+    /// A prompt of an MCP server plugin, as its `prompts/list` declares it.
+    pub(super) fn served(plugin: &str, listed: rmcp::model::Prompt) -> Self {
+        let arguments = listed
+            .arguments
+            .unwrap_or_default()
+            .into_iter()
+            .map(|argument| Argument {
+                param: argument.name.clone(),
+                name: argument.name,
+                description: argument.description,
+                required: argument.required.unwrap_or(false),
+            })
+            .collect();
+        Self {
+            name: tool_name(plugin, None, &listed.name),
+            function: listed.name,
+            description: listed.description,
+            arguments,
+            runs: Runs::Served,
+        }
+    }
+
+    /// Checks a served prompt's `arguments` as MCP types them: a string for each argument the
+    /// prompt declares, none required missing, none it does not declare.
+    pub(super) fn check_served(&self, arguments: &JsonObject) -> Result<(), ArgError> {
+        let refuse = |path: &str, message: String| ArgError {
+            path: path.to_string(),
+            message,
+        };
+        for (name, value) in arguments {
+            if !self.arguments.iter().any(|a| &a.name == name) {
+                return Err(refuse(
+                    "arguments",
+                    format!("the prompt has no argument \"{name}\""),
+                ));
+            }
+            if !value.is_string() {
+                return Err(refuse(name, "a prompt's arguments are strings".into()));
+            }
+        }
+        match self
+            .arguments
+            .iter()
+            .find(|a| a.required && !arguments.contains_key(&a.name))
+        {
+            Some(missing) => Err(refuse(
+                "arguments",
+                format!("\"{}\" is a required argument", missing.name),
+            )),
+            None => Ok(()),
+        }
     }
 }
 
@@ -98,25 +163,32 @@ impl Plugin {
         arguments: Option<&JsonObject>,
         exchange: Exchange,
     ) -> Result<Got, CallError> {
+        let Runs::Function {
+            params,
+            index,
+            fallible,
+        } = &prompt.runs
+        else {
+            return self.get_served_prompt(prompt, arguments, exchange).await;
+        };
         let args = typed_arguments(
             prompt
                 .arguments
                 .iter()
-                .zip(&prompt.params)
+                .zip(params)
                 .map(|(argument, (_, ty))| (argument.name.as_str(), ty)),
             arguments,
         );
-        let params =
-            args_from_json(&prompt.params, Some(&args)).map_err(CallError::InvalidArguments)?;
+        let params = args_from_json(params, Some(&args)).map_err(CallError::InvalidArguments)?;
         let export = Export {
             name: &prompt.name,
-            index: prompt.index,
+            index: *index,
         };
         let results = self
             .invoke(export, &params, exchange, &mut Denials::default())
             .await?;
         let value = results.first();
-        let messages = match (prompt.fallible, value) {
+        let messages = match (*fallible, value) {
             (false, Some(value)) => value,
             (true, Some(wasmtime::component::Val::Result(Ok(Some(value))))) => &**value,
             (true, Some(wasmtime::component::Val::Result(Err(error)))) => {

@@ -1,8 +1,9 @@
 //! A plugin that is an MCP server (it exports `moat:plugin/mcp-server`: what `moat build` makes
 //! of a server written with the TypeScript SDK). moat is its client: every instance is given
 //! the handshake as it is made, ahead of the call that takes it (see [`WarmUp`]); at load one
-//! instance lists what the server offers, which becomes the plugin's tools; every call is one
-//! request, in a fresh instance, after moat checked its arguments against the tool's schema.
+//! instance lists what the server offers, which becomes the plugin's tools and prompts; every
+//! call is one request, in a fresh instance, after moat checked its arguments against the
+//! tool's schema (or the prompt's arguments).
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -13,6 +14,7 @@ use serde_json::{Value, json};
 use wasmtime::component::{Component, ComponentExportIndex, Val};
 
 use super::discover::Discovered;
+use super::prompts::{Got, Prompt};
 use super::{
     CallError, Exchange, Export, MAX_PLUGIN_SCHEMA_NODES, MAX_TOOL_SCHEMA_NODES, MAX_TOOLS, Plugin,
     Runs, Tool,
@@ -94,17 +96,24 @@ pub(super) fn discover(
             .unwrap_or_else(|_| bail!("its lists took longer than the plugin's deadline"))
             .with_context(|| format!("plugin \"{plugin}\": its server did not list its tools"))
     })?;
-    let tools = describe(plugin, rules, listed.tools)?;
-    Ok((tools, listed.instructions))
+    let mut discovered = describe(plugin, rules, listed.tools)?;
+    discovered.prompts = listed
+        .prompts
+        .into_iter()
+        .map(|prompt| Prompt::served(plugin, prompt))
+        .collect();
+    discovered.prompts.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok((discovered, listed.instructions))
 }
 
 /// What a server said when moat listed what it offers.
 struct Listed {
     instructions: Option<String>,
     tools: Vec<rmcp::model::Tool>,
+    prompts: Vec<rmcp::model::Prompt>,
 }
 
-/// The server's answer to `initialize`, and its whole tool list, from `fresh`.
+/// The server's answer to `initialize`, and its whole tool and prompt lists, from `fresh`.
 async fn list(mut fresh: Fresh, handle: ComponentExportIndex) -> Result<Listed> {
     let initialized: Value = match fresh.warmed.first() {
         Some(answer) => result(answer).context("its answer to `initialize`")?,
@@ -114,43 +123,91 @@ async fn list(mut fresh: Fresh, handle: ComponentExportIndex) -> Result<Listed> 
         .instance
         .get_func(&mut fresh.store, fresh.code.export(handle))
         .context("its `handle` is missing")?;
-    let mut tools = Vec::new();
-    let mut cursor: Option<String> = None;
-    for page in 1.. {
-        if page > MAX_PAGES {
-            bail!("its tool list has more than {MAX_PAGES} pages");
-        }
-        let mut request = json!({"jsonrpc": "2.0", "id": page, "method": "tools/list"});
-        if let Some(cursor) = cursor.take() {
-            request["params"] = json!({ "cursor": cursor });
-        }
-        let mut results = [Val::Bool(false)];
-        func.call_async(
-            &mut fresh.store,
-            &[Val::String(request.to_string())],
-            &mut results,
-        )
-        .await?;
-        let [Val::String(answer)] = results else {
-            bail!("its `handle` returned no string");
-        };
-        let page: rmcp::model::ListToolsResult =
-            serde_json::from_value(result(&answer).context("its answer to `tools/list`")?)
-                .context("its answer to `tools/list` is not a tool list")?;
-        tools.extend(page.tools);
-        if tools.len() > MAX_TOOLS {
-            bail!("it lists more than the {MAX_TOOLS} tools a plugin may have");
-        }
-        match page.next_cursor {
-            Some(next) => cursor = Some(next),
-            None => break,
-        }
-    }
+    let mut server = Lister {
+        func,
+        store: &mut fresh.store,
+        id: 0,
+    };
+    let tools = server.all("tools/list", "tools").await?;
+    let offers = |what: &str| initialized["capabilities"].get(what).is_some();
+    let prompts = match offers("prompts") {
+        true => server.all("prompts/list", "prompts").await?,
+        false => Vec::new(),
+    };
     let instructions = initialized["instructions"].as_str().map(str::to_string);
     Ok(Listed {
         instructions,
         tools,
+        prompts,
     })
+}
+
+/// Reads a server's lists, page by page, through its `handle`.
+struct Lister<'a> {
+    func: wasmtime::component::Func,
+    store: &'a mut wasmtime::Store<crate::sandbox::host::HostState>,
+    id: u64,
+}
+
+impl Lister<'_> {
+    /// Every item of the list `method` answers, under `key`, its pages followed.
+    async fn all<T: serde::de::DeserializeOwned>(
+        &mut self,
+        method: &str,
+        key: &str,
+    ) -> Result<Vec<T>> {
+        let mut items = Vec::new();
+        let mut cursor: Option<String> = None;
+        for page in 1.. {
+            if page > MAX_PAGES {
+                bail!("its answer to `{method}` has more than {MAX_PAGES} pages");
+            }
+            self.id += 1;
+            let mut request = json!({"jsonrpc": "2.0", "id": self.id, "method": method});
+            if let Some(cursor) = cursor.take() {
+                request["params"] = json!({ "cursor": cursor });
+            }
+            let mut results = [Val::Bool(false)];
+            self.func
+                .call_async(
+                    &mut *self.store,
+                    &[Val::String(request.to_string())],
+                    &mut results,
+                )
+                .await?;
+            let [Val::String(answer)] = results else {
+                bail!("its `handle` returned no string");
+            };
+            let mut page = result(&answer).with_context(|| format!("its answer to `{method}`"))?;
+            let listed: Vec<T> = serde_json::from_value(page[key].take())
+                .with_context(|| format!("its answer to `{method}` holds no list of {key}"))?;
+            items.extend(listed);
+            if items.len() > MAX_TOOLS {
+                bail!("it lists more than the {MAX_TOOLS} {key} a plugin may have");
+            }
+            match page["nextCursor"].as_str() {
+                Some(next) => cursor = Some(next.to_string()),
+                None => break,
+            }
+        }
+        Ok(items)
+    }
+}
+
+/// The JSON-RPC response `handle` returned for a request.
+fn answer(results: &[Val]) -> Result<Value, CallError> {
+    let [Val::String(answer)] = results else {
+        return Err(CallError::BadResult(
+            "its `handle` returned no string".into(),
+        ));
+    };
+    if answer.is_empty() {
+        return Err(CallError::BadResult(
+            "the server gave no answer: its handler never finished".into(),
+        ));
+    }
+    serde_json::from_str(answer)
+        .map_err(|e| CallError::BadResult(format!("its answer is not JSON: {e}")))
 }
 
 /// A trap of the JavaScript engine, told the way its author reads it: componentize-js stops
@@ -267,6 +324,46 @@ fn nodes(value: &Value) -> usize {
 }
 
 impl Plugin {
+    /// Gets the server's prompt `prompt` with the client's `arguments`, in a fresh instance,
+    /// once moat checked that each is a string and none required is missing.
+    pub(super) async fn get_served_prompt(
+        &self,
+        prompt: &Prompt,
+        arguments: Option<&JsonObject>,
+        exchange: Exchange,
+    ) -> Result<Got, CallError> {
+        let arguments = arguments.cloned().unwrap_or_default();
+        prompt
+            .check_served(&arguments)
+            .map_err(CallError::InvalidArguments)?;
+        let request = json!({
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "prompts/get",
+            "params": {"name": prompt.function, "arguments": arguments},
+        });
+        let export = Export {
+            name: &prompt.name,
+            index: self.server.expect("a served prompt's plugin is a server"),
+        };
+        let results = self
+            .invoke(
+                export,
+                &[Val::String(request.to_string())],
+                exchange,
+                &mut Denials::default(),
+            )
+            .await
+            .map_err(explain_trap)?;
+        let response = answer(&results)?;
+        if let Some(error) = response.get("error") {
+            return Ok(Got::Refused(error_text(error)));
+        }
+        let got: rmcp::model::GetPromptResult = serde_json::from_value(response["result"].clone())
+            .map_err(|e| CallError::BadResult(format!("its answer is not a prompt: {e}")))?;
+        Ok(Got::Messages(got.messages))
+    }
+
     /// Calls the server's tool `name` (offered as `tool`) with `args`, checked against its
     /// input schema first, in a fresh instance.
     pub(super) async fn call_served(
@@ -304,21 +401,7 @@ impl Plugin {
             )
             .await
             .map_err(explain_trap)?;
-        let answer = match results.as_slice() {
-            [Val::String(answer)] => answer,
-            _ => {
-                return Err(CallError::BadResult(
-                    "its `handle` returned no string".into(),
-                ));
-            }
-        };
-        if answer.is_empty() {
-            return Err(CallError::BadResult(
-                "the server gave no answer: its handler never finished".into(),
-            ));
-        }
-        let mut response: Value = serde_json::from_str(answer)
-            .map_err(|e| CallError::BadResult(format!("its answer is not JSON: {e}")))?;
+        let mut response = answer(&results)?;
         if let Some(error) = response.get("error") {
             let text = format!("the server refused the call: {}", error_text(error));
             return Ok(CallToolResult::error(vec![ContentBlock::text(text)]));
