@@ -48,6 +48,13 @@ def servers_dir() -> Path:
     return Path(value) if Path(value).is_absolute() else REPO_ROOT / value
 
 
+def cache_dir() -> Path:
+    """moat's compile cache as the tests' moat finds it, where `./dev test` compiled the servers."""
+    if os.environ.get("MOAT_CACHE_DIR"):
+        return Path(os.environ["MOAT_CACHE_DIR"])
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "moat"
+
+
 @pytest.fixture(scope="module")
 def server() -> Callable[[str], Path]:
     """The component `moat build` made of the server NAME, or a failure saying why not."""
@@ -79,7 +86,7 @@ async def serving(
     params = StdioServerParameters(
         command=str(moat_bin),
         args=["serve", "--config", str(config)],
-        env={**{k: v for k, v in os.environ.items() if k.startswith("MOAT_") or k in ("PATH", "HOME")}, **(env or {})},
+        env={**{k: v for k, v in os.environ.items() if k.startswith("MOAT_") or k in ("PATH", "HOME", "XDG_CACHE_HOME")}, **(env or {})},
     )
     with (tmp_path / f"moat-{mode}.stderr").open("a") as errlog:
         async with Client(stdio_client(params, errlog=errlog), mode=mode, read_timeout_seconds=120, **callbacks) as client:
@@ -222,8 +229,9 @@ async def test_a_server_on_the_sdks_2_line_is_served_the_same_way(
 def test_the_typescript_client_lists_and_calls_the_server(
     inspector: Callable[..., tuple[int, Any]], moat_bin: Path, server: Callable[[str], Path], era: str
 ) -> None:
-    # The Inspector's HOME, and so moat's cache, is new: moat compiles the server before it answers.
-    served = ["--connect-timeout", "300000", str(moat_bin), "serve", str(server("compute"))]
+    # The Inspector runs with a HOME of its own: moat is told where the compiled code is.
+    served = ["-e", f"MOAT_CACHE_DIR={cache_dir()}", "--connect-timeout", "300000",
+              str(moat_bin), "serve", str(server("compute"))]
     code, listed = inspector("--protocol-era", era, *served, "--method", "tools/list")
     assert code == 0, listed
     tools = {tool["name"]: tool for tool in listed["result"]["tools"]}
