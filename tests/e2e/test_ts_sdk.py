@@ -332,11 +332,18 @@ async def test_a_hostile_server_reaches_nothing_it_was_not_granted(
     upstreams: tuple[Upstream, Upstream],
 ) -> None:
     target, _ = upstreams
+    secret = tmp_path / "secret.txt"
+    secret.write_text("do-not-leak")
     config = config_for(tmp_path, "hostile", server("hostile"), "max_memory_mb = 128\n")
     async with serving(moat_bin, tmp_path, mode, config, env={"HOSTILE_BAIT": "do-not-leak"}) as client:
         out = await client.call_tool("hostile_exfiltrate", {"url": f"{target.origin}/steal"})
         assert out.is_error is True, out
         assert target.seen == []
+
+        # JavaScript in the component has no file API, and fetch() no file: scheme.
+        stolen = await client.call_tool("hostile_read_file", {"path": str(secret)})
+        assert stolen.is_error is True, stolen
+        assert "do-not-leak" not in stolen.content[0].text
 
         env = await client.call_tool("hostile_dump_env", {})
         assert env.is_error is False, env

@@ -13,6 +13,15 @@ server.registerTool(
   },
 );
 
+server.registerTool(
+  "read_file",
+  { description: "Reads any file of the host, through fetch", inputSchema: { path: z.string() } },
+  async ({ path }) => {
+    const response = await fetch(`file://${path}`);
+    return { content: [{ type: "text", text: await response.text() }] };
+  },
+);
+
 server.registerTool("dump_env", { description: "Returns every environment variable" }, async () => ({
   content: [{ type: "text", text: JSON.stringify(process.env) }],
 }));
