@@ -68,10 +68,7 @@ pub fn run(dir: &Path) -> Result<ExitCode> {
                     "moat: {} has no node_modules: running `npm install` there",
                     dir.display()
                 );
-                let mut npm = Command::new("npm");
-                npm.args(["install", "--no-audit", "--no-fund"])
-                    .stdout(std::io::stderr());
-                toolchain(npm.current_dir(dir), "Node.js, which comes with npm")?;
+                super::toolchains::npm_install(dir, false)?;
             }
             let mut node = Command::new("node");
             node.arg("build.mjs").arg(&out).arg(&world);
@@ -80,11 +77,8 @@ pub fn run(dir: &Path) -> Result<ExitCode> {
     }
     let out = dir.join(out);
     std::fs::create_dir_all(dir.join("build"))?;
-    // The manifest file may hold no `moat` table: then the component carries none.
-    let manifest = dir.join(manifest);
-    let manifest = moat::supply::embed::read_manifest(&manifest)?.map(|_| manifest.as_path());
     let component = built.as_deref().unwrap_or(&out);
-    super::embed::run(component, &dir.join("wit"), manifest, Some(&out))?;
+    embed(component, &dir.join("wit"), &dir.join(manifest), &out)?;
     eprintln!(
         "moat: built {}; try `moat inspect {}`",
         out.display(),
@@ -100,15 +94,21 @@ fn build_server(dir: &Path) -> Result<ExitCode> {
         .join("build")
         .join(format!("{}.wasm", super::ts_sdk::component_name(dir)));
     let wit = super::ts_sdk::build(dir, &out)?;
-    let manifest = dir.join("package.json");
-    let manifest = moat::supply::embed::read_manifest(&manifest)?.map(|_| manifest.as_path());
-    super::embed::run(&out, &wit, manifest, Some(&out))?;
+    embed(&out, &wit, &dir.join("package.json"), &out)?;
     eprintln!(
         "moat: built the MCP server {}; try `moat inspect {}`",
         out.display(),
         out.display()
     );
     Ok(ExitCode::SUCCESS)
+}
+
+/// Writes `component` to `out` with the docs of the WIT in `wit` and the permission manifest
+/// in `manifest`; a manifest file with no `moat` table gives the component none.
+fn embed(component: &Path, wit: &Path, manifest: &Path, out: &Path) -> Result<()> {
+    let manifest = moat::supply::embed::read_manifest(manifest)?.map(|_| manifest);
+    super::embed::run(component, wit, manifest, Some(out))?;
+    Ok(())
 }
 
 /// Gives the project this moat's own files: the `moat:plugin` package its WIT may import, and a

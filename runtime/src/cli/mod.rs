@@ -27,6 +27,7 @@ mod replace_file;
 mod serve;
 mod serve_args;
 mod supply;
+mod toolchains;
 mod ts_sdk;
 pub mod version;
 

@@ -7,6 +7,8 @@ use std::process::Command;
 
 use anyhow::{Context, Result, bail};
 
+use super::toolchains::install_beside;
+
 /// The componentize-py moat's Python guest SDK is built and tested with.
 pub const VERSION: &str = "0.25.1";
 
@@ -40,21 +42,21 @@ fn is_complete(venv: &Path) -> bool {
         })
 }
 
-/// Makes the virtualenv `venv` with componentize-py in it: beside it first, then renamed into
-/// place, so that a build interrupted (or two at once) never leaves a half-made one to use.
+/// Makes the virtualenv `venv` with componentize-py in it (see [`install_beside`]).
 fn install(venv: &Path) -> Result<()> {
     eprintln!(
         "moat: componentize-py is not on PATH: installing componentize-py {VERSION} from PyPI \
          (about 40 MB) into {}, which later builds reuse",
         venv.display()
     );
-    let parent = venv.parent().expect("a folder in the cache");
-    std::fs::create_dir_all(parent).with_context(|| format!("creating {}", parent.display()))?;
-    let partial = parent.join(format!(".componentize-py-{VERSION}.{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&partial);
+    install_beside(venv, make_venv, is_complete)
+}
+
+/// A virtualenv in `folder` with componentize-py installed.
+fn make_venv(folder: &Path) -> Result<()> {
     let made = Command::new("python3")
         .args(["-m", "venv"])
-        .arg(&partial)
+        .arg(folder)
         .status()
         .context("running python3: install Python 3 (or componentize-py itself)")?;
     if !made.success() {
@@ -63,7 +65,7 @@ fn install(venv: &Path) -> Result<()> {
              python3-venv package"
         );
     }
-    let pip = Command::new(partial.join("bin").join("python"))
+    let pip = Command::new(folder.join("bin").join("python"))
         .args([
             "-m",
             "pip",
@@ -75,18 +77,9 @@ fn install(venv: &Path) -> Result<()> {
         .status()
         .context("running pip in the new virtualenv")?;
     if !pip.success() {
-        let _ = std::fs::remove_dir_all(&partial);
         bail!("pip could not install componentize-py {VERSION} ({pip}): is PyPI reachable?");
     }
-    match std::fs::rename(&partial, venv) {
-        Ok(()) => Ok(()),
-        // Another build made it meanwhile: theirs is as good.
-        Err(_) if is_complete(venv) => {
-            let _ = std::fs::remove_dir_all(&partial);
-            Ok(())
-        }
-        Err(error) => Err(error).with_context(|| format!("moving it to {}", venv.display())),
-    }
+    Ok(())
 }
 
 /// `program` in a folder of `PATH`.

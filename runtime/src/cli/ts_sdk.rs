@@ -10,6 +10,8 @@ use std::process::Command;
 use anyhow::{Context, Result, bail};
 use sha2::{Digest, Sha256};
 
+use super::toolchains::{install_beside, npm_install};
+
 /// The toolchain's files, each written under its name.
 const FILES: [(&str, &str); 4] = [
     ("package.json", include_str!("ts_sdk/package.json")),
@@ -131,51 +133,27 @@ fn toolchain() -> Result<PathBuf> {
     Ok(folder)
 }
 
-/// Writes the toolchain's files and installs its packages beside `folder`, then renames it into
-/// place, so that a build interrupted (or two at once) never leaves a half-made one to use.
+/// Writes the toolchain's files and installs its packages (see [`install_beside`]).
 fn install(folder: &Path) -> Result<()> {
     eprintln!(
         "moat: installing the TypeScript SDK toolchain (esbuild, componentize-js; about 60 MB) \
          into {}, which later builds reuse",
         folder.display()
     );
-    let parent = folder.parent().expect("a folder in the cache");
-    let partial = parent.join(format!(".ts-sdk.{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&partial);
-    for (name, text) in FILES {
-        let path = partial.join(name);
-        std::fs::create_dir_all(path.parent().expect("a folder"))?;
-        std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
-    }
-    if let Err(error) = npm_install(&partial, true) {
-        let _ = std::fs::remove_dir_all(&partial);
-        return Err(error);
-    }
-    match std::fs::rename(&partial, folder) {
-        Ok(()) => Ok(()),
-        // Another build made it meanwhile: theirs is as good.
-        Err(_) if folder.join("node_modules").is_dir() => {
-            let _ = std::fs::remove_dir_all(&partial);
-            Ok(())
-        }
-        Err(error) => Err(error).with_context(|| format!("moving it to {}", folder.display())),
-    }
-}
-
-/// `npm install` in `dir`, its output on stderr (moat's stdout is for results); `quiet` for
-/// moat's own toolchain, whose peer-dependency notes are no concern of the user's.
-fn npm_install(dir: &Path, quiet: bool) -> Result<()> {
-    let status = Command::new("npm")
-        .args(["install", "--no-audit", "--no-fund"])
-        .args(quiet.then_some("--loglevel=error"))
-        .stdout(std::io::stderr())
-        .current_dir(dir)
-        .status()
-        .context("running npm: install Node.js, which comes with npm")?;
-    if !status.success() {
-        bail!("npm install failed in {} ({status})", dir.display());
-    }
-    Ok(())
+    let installed = |folder: &Path| folder.join("node_modules").is_dir();
+    install_beside(
+        folder,
+        |partial| {
+            for (name, text) in FILES {
+                let path = partial.join(name);
+                std::fs::create_dir_all(path.parent().expect("a folder"))?;
+                std::fs::write(&path, text)
+                    .with_context(|| format!("writing {}", path.display()))?;
+            }
+            npm_install(partial, true)
+        },
+        installed,
+    )
 }
 
 #[cfg(test)]

@@ -130,9 +130,10 @@ async fn list(mut fresh: Fresh, handle: ComponentExportIndex) -> Result<Listed> 
     };
     let tools = server.all("tools/list", "tools").await?;
     let offers = |what: &str| initialized["capabilities"].get(what).is_some();
-    let prompts = match offers("prompts") {
-        true => server.all("prompts/list", "prompts").await?,
-        false => Vec::new(),
+    let prompts = if offers("prompts") {
+        server.all("prompts/list", "prompts").await?
+    } else {
+        Vec::new()
     };
     let instructions = initialized["instructions"].as_str().map(str::to_string);
     Ok(Listed {
@@ -336,32 +337,56 @@ impl Plugin {
         prompt
             .check_served(&arguments)
             .map_err(CallError::InvalidArguments)?;
-        let request = json!({
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "prompts/get",
-            "params": {"name": prompt.function, "arguments": arguments},
-        });
+        let params = json!({"name": prompt.function, "arguments": arguments});
+        let answered = self
+            .ask_server(
+                &prompt.name,
+                "prompts/get",
+                params,
+                exchange,
+                &mut Denials::default(),
+            )
+            .await?;
+        let result = match answered {
+            Ok(result) => result,
+            Err(error) => return Ok(Got::Refused(error)),
+        };
+        let got: rmcp::model::GetPromptResult = serde_json::from_value(result)
+            .map_err(|e| CallError::BadResult(format!("its answer is not a prompt: {e}")))?;
+        Ok(Got::Messages(got.messages))
+    }
+
+    /// Sends the server one request, `method` with `params`, in a fresh instance (its log lines
+    /// under `name`): its `result`, or its JSON-RPC `error` as a person reads it.
+    async fn ask_server(
+        &self,
+        name: &str,
+        method: &str,
+        params: Value,
+        exchange: Exchange,
+        denials: &mut Denials,
+    ) -> Result<Result<Value, String>, CallError> {
+        let request = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
         let export = Export {
-            name: &prompt.name,
-            index: self.server.expect("a served prompt's plugin is a server"),
+            name,
+            index: self
+                .server
+                .expect("only a server's tools and prompts are served"),
         };
         let results = self
             .invoke(
                 export,
                 &[Val::String(request.to_string())],
                 exchange,
-                &mut Denials::default(),
+                denials,
             )
             .await
             .map_err(explain_trap)?;
-        let response = answer(&results)?;
-        if let Some(error) = response.get("error") {
-            return Ok(Got::Refused(error_text(error)));
-        }
-        let got: rmcp::model::GetPromptResult = serde_json::from_value(response["result"].clone())
-            .map_err(|e| CallError::BadResult(format!("its answer is not a prompt: {e}")))?;
-        Ok(Got::Messages(got.messages))
+        let mut response = answer(&results)?;
+        Ok(match response.get("error") {
+            Some(error) => Err(error_text(error)),
+            None => Ok(response["result"].take()),
+        })
     }
 
     /// Calls the server's tool `name` (offered as `tool`) with `args`, checked against its
@@ -379,34 +404,20 @@ impl Plugin {
         check
             .check(&arguments)
             .map_err(CallError::InvalidArguments)?;
-        let request = json!({
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "tools/call",
-            // The server reports progress only for a request that asks for it; moat passes its
-            // reports on to a caller that asked.
-            "params": {"name": name, "arguments": arguments, "_meta": {"progressToken": 1}},
-        });
-        let handle = self.server.expect("a served tool's plugin is a server");
-        let export = Export {
-            name: tool,
-            index: handle,
+        // The server reports progress only for a request that asks for it; moat passes its
+        // reports on to a caller that asked.
+        let params = json!({"name": name, "arguments": arguments, "_meta": {"progressToken": 1}});
+        let result = match self
+            .ask_server(tool, "tools/call", params, exchange, denials)
+            .await?
+        {
+            Ok(result) => result,
+            Err(error) => {
+                let text = format!("the server refused the call: {error}");
+                return Ok(CallToolResult::error(vec![ContentBlock::text(text)]));
+            }
         };
-        let results = self
-            .invoke(
-                export,
-                &[Val::String(request.to_string())],
-                exchange,
-                denials,
-            )
-            .await
-            .map_err(explain_trap)?;
-        let mut response = answer(&results)?;
-        if let Some(error) = response.get("error") {
-            let text = format!("the server refused the call: {}", error_text(error));
-            return Ok(CallToolResult::error(vec![ContentBlock::text(text)]));
-        }
-        let mut result: CallToolResult = serde_json::from_value(response["result"].take())
+        let mut result: CallToolResult = serde_json::from_value(result)
             .map_err(|e| CallError::BadResult(format!("its answer is not a tool's result: {e}")))?;
         // The server speaks 2025-11-25, whose results carry no `resultType`; moat answers its
         // own caller in the caller's era, which drops the field again for a legacy one.

@@ -68,15 +68,11 @@ impl Bench {
         let mut node = StdioServer::spawn(in_node(&servers), &self.log("sdk-server-node"))?;
         ours.initialize()?;
         node.initialize()?;
-        let moat_tool = format!("{}_{TOOL}", servers.name);
+        let tools = [0, 1].map(|which| servers.tool(which));
         let [moat_calls, node_calls] = interleaved(self.settings.stdio_calls, |which| {
-            let (server, tool) = if which == 0 {
-                (&mut ours, moat_tool.as_str())
-            } else {
-                (&mut node, TOOL)
-            };
+            let server = if which == 0 { &mut ours } else { &mut node };
             let start = Instant::now();
-            let result = server.call_tool(tool, json!({"a": 2, "b": 3}))?;
+            let result = server.call_tool(&tools[which], json!({"a": 2, "b": 3}))?;
             let time = start.elapsed();
             check_sum(&result)?;
             Ok(time)
@@ -172,14 +168,20 @@ impl Bench {
         let mut server =
             StdioServer::spawn(command, &self.log(&format!("sdk-server-start-{side}")))?;
         server.initialize()?;
-        let tool = match which {
-            0 => format!("{}_{TOOL}", servers.name),
-            _ => TOOL.to_string(),
-        };
-        check_sum(&server.call_tool(&tool, json!({"a": 2, "b": 3}))?)?;
+        check_sum(&server.call_tool(&servers.tool(which), json!({"a": 2, "b": 3}))?)?;
         let time = start.elapsed();
         server.close(Duration::from_secs(2));
         Ok(time)
+    }
+}
+
+impl Contenders {
+    /// The timed tool as contender `which` (0, moat; 1, Node) names it.
+    fn tool(&self, which: usize) -> String {
+        match which {
+            0 => format!("{}_{TOOL}", self.name),
+            _ => TOOL.to_string(),
+        }
     }
 }
 

@@ -67,11 +67,6 @@ const warnings = [];
 async function run(temp) {
     const pkg = await readJson(join(project, "package.json"));
     const entry = findEntry(pkg);
-    if (!findSdk()) {
-        throw new BuildError(
-            "  neither @modelcontextprotocol/sdk nor @modelcontextprotocol/server is installed: run `npm install` in the project",
-        );
-    }
     const asksForNetwork = (pkg.moat?.network ?? []).length > 0;
     const bundle = join(temp, "server.js");
     reportProblems(await bundleFor(entry, bundle, { asksForNetwork }));
@@ -128,15 +123,6 @@ function findEntry(pkg) {
         throw new BuildError(`  no entry: set \`main\` in package.json, or write one of ${usual.join(", ")}`);
     }
     return join(project, found);
-}
-
-function findSdk() {
-    for (let dir = project; ; dir = dirname(dir)) {
-        for (const name of ["sdk", "server"]) {
-            if (existsSync(join(dir, "node_modules", "@modelcontextprotocol", name, "package.json"))) return true;
-        }
-        if (dirname(dir) === dir) return false;
-    }
 }
 
 // Bundles the server for componentize-js (ESM for an engine without Node) or, given `stubs`,
