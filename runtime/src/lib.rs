@@ -7,6 +7,7 @@
 //! The layers, each using only those below it (ARCHITECTURE.md draws them):
 //! - [`serve`]: what is served now: `moat.toml`, reloads;
 //! - [`mcp`]: the protocol face: MCP on stdio and HTTP, the tool list, the audit log;
+//! - [`policy`]: policies in Cedar over each call, each list and each request a call sends;
 //! - [`upstream`]: the credentials a call's requests carry upstream for its caller: token
 //!   exchange, per-principal secrets;
 //! - [`access`]: who is calling and what they may do: credentials, OAuth access tokens, tool
@@ -30,6 +31,7 @@ pub mod mcp;
 pub mod memory;
 pub mod parallel;
 pub mod plugin;
+pub mod policy;
 pub mod sandbox;
 pub mod serve;
 pub mod shared;

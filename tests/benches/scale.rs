@@ -110,7 +110,12 @@ fn list_all(catalogue: &Catalogue) -> (usize, usize) {
     loop {
         let registry = catalogue.current();
         let page = catalogue
-            .page(&registry, &Principal::stdio("stdio"), cursor.as_deref())
+            .page(
+                &registry,
+                &Principal::stdio("stdio"),
+                &Default::default(),
+                cursor.as_deref(),
+            )
             .unwrap();
         let tools = page.tools.iter().map(|(_, tool)| {
             let mut mcp = Tool::new(

@@ -72,6 +72,9 @@ pub struct Principal {
     pub scopes: Vec<String>,
     /// The token's `groups` (or `roles`).
     pub groups: Vec<String>,
+    /// The token's claims, all of them, for the policies that read some
+    /// (`principal.claims.NAME`); empty for a principal without a token.
+    pub claims: serde_json::Map<String, serde_json::Value>,
 }
 
 impl Principal {
@@ -84,6 +87,7 @@ impl Principal {
             client_id: None,
             scopes: Vec::new(),
             groups: Vec::new(),
+            claims: serde_json::Map::new(),
         }
     }
 

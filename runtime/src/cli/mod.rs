@@ -21,6 +21,7 @@ pub mod logging;
 mod new;
 mod one_line;
 mod policy;
+mod policy_cedar;
 mod python_toolchain;
 mod reach;
 mod replace_file;
@@ -289,14 +290,52 @@ enum PolicyAction {
         #[arg(long)]
         config: PathBuf,
     },
-    /// Say why a plugin of the config may load or not, and why each grant was allowed or cut.
+    /// Say why a plugin of the config may load or not, and why each grant was allowed or cut;
+    /// with --tool, why a principal may or may not call a tool with some arguments (the
+    /// [[access]] rules and the Cedar policies, naming the policies); with neither, print the
+    /// [[access]] rules as the Cedar they amount to.
     Explain {
         #[command(flatten)]
         trust: TrustArgs,
         #[arg(long)]
         config: PathBuf,
         /// The plugin's name in the config.
-        plugin: String,
+        plugin: Option<String>,
+        /// The tool to explain a call of, by its MCP name.
+        #[arg(long, conflicts_with = "plugin")]
+        tool: Option<String>,
+        /// The caller's principal name.
+        #[arg(long, default_value = "anonymous", requires = "tool")]
+        principal: String,
+        /// A group of the caller's token (repeatable).
+        #[arg(long = "group", requires = "tool")]
+        groups: Vec<String>,
+        /// A scope of the caller's token (repeatable).
+        #[arg(long = "scope", requires = "tool")]
+        scopes: Vec<String>,
+        /// The caller's other token claims, as a JSON object.
+        #[arg(long, requires = "tool")]
+        claims: Option<String>,
+        /// The call's arguments, as a JSON object.
+        #[arg(long, requires = "tool")]
+        arguments: Option<String>,
+    },
+    /// Print the Cedar schema of what the config serves: what its policies are checked against.
+    Schema {
+        #[command(flatten)]
+        trust: TrustArgs,
+        #[arg(long)]
+        config: PathBuf,
+    },
+    /// Run a file of policy cases (principal, action, resource, arguments → allow or deny)
+    /// against the config's policies; exit 1 when one is decided otherwise.
+    Test {
+        #[command(flatten)]
+        trust: TrustArgs,
+        #[arg(long)]
+        config: PathBuf,
+        /// A TOML file of [[case]] tables.
+        file: PathBuf,
     },
 }
 
@@ -406,19 +445,54 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         },
         Command::Policy { action } => match action {
             PolicyAction::Check { trust, config } => {
-                policy_check(&Policy::resolve(trust.policy.as_deref())?, &config, None).await
+                let policy = Policy::resolve(trust.policy.as_deref())?;
+                let plugins = policy_check(&policy, &config, None).await?;
+                let cedar = policy_cedar::check(&config, &policy).await?;
+                Ok(if cedar { plugins } else { ExitCode::from(1) })
             }
             PolicyAction::Explain {
                 trust,
                 config,
                 plugin,
+                tool,
+                principal,
+                groups,
+                scopes,
+                claims,
+                arguments,
             } => {
-                policy_check(
-                    &Policy::resolve(trust.policy.as_deref())?,
-                    &config,
-                    Some(&plugin),
-                )
-                .await
+                let policy = Policy::resolve(trust.policy.as_deref())?;
+                match (plugin, tool) {
+                    (Some(plugin), _) => policy_check(&policy, &config, Some(&plugin)).await,
+                    (None, Some(tool)) => {
+                        let who = policy_cedar::Who {
+                            name: principal,
+                            groups,
+                            scopes,
+                            claims: policy_cedar::json_object(claims.as_deref(), "--claims")?,
+                            ..Default::default()
+                        };
+                        let arguments =
+                            policy_cedar::json_object(arguments.as_deref(), "--arguments")?;
+                        policy_cedar::explain_call(&config, &policy, who, &tool, arguments).await
+                    }
+                    (None, None) => {
+                        print_out(policy_cedar::access_as_cedar(&config, &policy)?.trim_end());
+                        Ok(ExitCode::SUCCESS)
+                    }
+                }
+            }
+            PolicyAction::Schema { trust, config } => {
+                let policy = Policy::resolve(trust.policy.as_deref())?;
+                policy_cedar::schema(&config, &policy).await
+            }
+            PolicyAction::Test {
+                trust,
+                config,
+                file,
+            } => {
+                let policy = Policy::resolve(trust.policy.as_deref())?;
+                policy_cedar::test(&file, &config, &policy).await
             }
         },
         Command::Call {

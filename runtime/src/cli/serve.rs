@@ -12,6 +12,7 @@ use moat::cluster::Cluster;
 use moat::mcp::audit::AuditLog;
 use moat::mcp::catalogue::Catalogue;
 use moat::mcp::server::MoatServer;
+use moat::policy::Policies;
 use moat::serve::config::Config;
 use moat::serve::reload::{Loader, Served};
 use moat::serve::tables::{Overridden, Tables};
@@ -87,6 +88,8 @@ pub async fn serve(
         live,
         policy.clone(),
     );
+    // Read (and the claims checked) before anything loads; the files are read at each load.
+    let policy_settings = config.policy.settings(&policy)?;
     let (sources, fetched) = served.fetch(config.plugins).await?;
     if sources.is_empty() {
         bail!("nothing to serve: {}", why_no_sources(&served));
@@ -129,6 +132,8 @@ pub async fn serve(
     ]
     .into_iter()
     .flatten()
+    // A plugin that could rewrite a policy file could widen its own reach.
+    .chain(policy_settings.files.iter().map(|file| file.path.clone()))
     // Plugin files and folders named here: one who may write a folder may add plugins to it.
     // (URLs and OCI references are not paths; what they fetch lies in the cache.)
     .chain(served.paths.iter().filter(|p| p.exists()).cloned())
@@ -178,6 +183,12 @@ pub async fn serve(
     if let Some(cluster) = &cluster {
         catalogue.metrics().add_cluster(cluster);
     }
+    let source_texts = moat::serve::watch::source_texts(&sources);
+    let policies = Policies::load(&policy_settings, &catalogue.current(), &source_texts)?;
+    if policies.is_given() {
+        tracing::info!("{} Cedar policies in force", policies.len());
+    }
+    catalogue.set_policies(policies);
     let prepared = tables.at_start(service, &catalogue)?;
     tables.apply(prepared, &catalogue);
     if let Some(endpoint) = &otlp_endpoint {

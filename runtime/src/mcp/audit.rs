@@ -69,6 +69,8 @@ pub enum Outcome {
     InputRequired,
     /// Went on as a task.
     Detached,
+    /// A Cedar policy denied it (or none permitted it); the guest never ran.
+    Denied,
 }
 
 impl Outcome {
@@ -82,6 +84,7 @@ impl Outcome {
             Outcome::Deadline => "deadline",
             Outcome::OutOfFuel => "out_of_fuel",
             Outcome::BadResult => "bad_result",
+            Outcome::Denied => "denied",
             Outcome::Busy => "busy",
             Outcome::SetupError => "setup_error",
             Outcome::Cancelled => "cancelled",
@@ -144,6 +147,10 @@ pub struct Record<'a> {
     /// carried: the source, never the credential.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub credentials: Vec<String>,
+    /// The Cedar policies that decided the request (`[policy] cedar`): the permits that
+    /// allowed it, or the forbids that denied it.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub policies: Vec<String>,
 }
 
 /// What the caller knows about one finished call.
@@ -165,6 +172,7 @@ pub struct Call<'a> {
     pub error: Option<String>,
     pub denied: Vec<String>,
     pub credentials: Vec<String>,
+    pub policies: Vec<String>,
 }
 
 impl AuditLog {
@@ -221,6 +229,7 @@ impl AuditLog {
             error: call.error,
             denied: call.denied,
             credentials: call.credentials,
+            policies: call.policies,
         };
         let mut line = one_line(&serde_json::to_string(&record).expect("a record is plain JSON"));
         line.push('\n');
@@ -360,6 +369,7 @@ mod tests {
                 error: None,
                 denied: vec![],
                 credentials: vec![],
+                policies: vec![],
             })
         });
         let logged = String::from_utf8(caught.0.lock().unwrap().clone()).unwrap();
@@ -393,6 +403,7 @@ mod tests {
                 error: None,
                 denied: vec![],
                 credentials: vec!["tracker".into()],
+                policies: vec![],
             });
         }
         assert_eq!(

@@ -23,6 +23,7 @@ use crate::mcp::surface::{Asking, Unfinished};
 use crate::mcp::tasks::Job;
 use crate::mcp::traces::{CallFacts, CallSpan};
 use crate::plugin::{CallError, Exchange, Plugin};
+use crate::policy::Verdict;
 use crate::sandbox::host::{GuestEvent, Level, MAX_PENDING_EVENTS};
 use crate::sandbox::network::CallCredentials;
 
@@ -126,6 +127,27 @@ impl MoatServer {
             arguments: request.arguments.as_ref(),
             principal: &principal.name,
         };
+        // Decided before the guest runs, on the arguments as given.
+        let facts = self.facts(&context);
+        let policies = self.catalogue.policies();
+        let decided_by =
+            match policies.call_tool(principal, &tool.name, request.arguments.as_ref(), &facts) {
+                Verdict::Allowed { by } => by,
+                Verdict::Invalid(why) => {
+                    let error = McpError::invalid_params(format!("invalid arguments: {why}"), None);
+                    record.end(Ended::refused(Outcome::InvalidArguments, &error));
+                    return Err(error);
+                }
+                Verdict::Denied { by, message } => {
+                    tracing::info!(tool = tool.name, principal = principal.name, "{message}");
+                    record.end(Ended {
+                        error: Some(message.clone()),
+                        policies: by,
+                        ..Ended::plain(Outcome::Denied)
+                    });
+                    return Ok(CallToolResult::error(vec![ContentBlock::text(message)]).into());
+                }
+            };
         let asking = match self.asking_for_call(&context, &binding, &request, plugin, tool) {
             Ok(asking) => asking,
             Err(error) => {
@@ -151,6 +173,7 @@ impl MoatServer {
             events: Some(events),
             client: asking.as_ref().map(|a| a.client.clone()),
             credentials: credentials.clone().map(|c| c as Arc<dyn CallCredentials>),
+            reach: policies.reach_of(principal, &plugin.name, &tool.name, &facts),
         };
         let call = plugin.call_asking(tool, request.arguments.as_ref(), exchange);
         // The forwarding ends after the call, which drops its sender: every report it made goes
@@ -181,6 +204,7 @@ impl MoatServer {
             error,
             denied: denials,
             credentials: credentials.as_ref().map(|c| c.used()).unwrap_or_default(),
+            policies: decided_by,
         };
         record.end(ended);
         if let (Err(CallError::Detached), Some(asking)) = (&outcome, &asking) {
@@ -189,7 +213,7 @@ impl MoatServer {
                 tool: request.name.to_string(),
                 arguments: request.arguments.clone(),
                 capabilities: asking.capabilities.clone(),
-                caller: self.task_caller(&context.extensions),
+                caller: self.task_caller(&context),
             };
             let tasks = self.catalogue.tasks();
             let task = tasks.start(&principal.name, job, asking.answered()).await?;

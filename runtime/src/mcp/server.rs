@@ -110,8 +110,9 @@ impl MoatServer {
     /// as it is when each run begins.
     pub(super) fn task_caller(
         &self,
-        extensions: &rmcp::model::Extensions,
+        context: &RequestContext<RoleServer>,
     ) -> crate::mcp::tasks::Caller {
+        let (extensions, facts) = (&context.extensions, self.facts(context));
         let credentials = self
             .call_credentials(extensions)
             .map(|c| c as Arc<dyn CallCredentials>);
@@ -119,12 +120,47 @@ impl MoatServer {
             self.catalogue.clone(),
             self.principal_of(extensions).clone(),
         );
+        // A run's requests are decided by the policies in force when it runs.
+        let reach = {
+            let (catalogue, principal) = (catalogue.clone(), principal.clone());
+            let facts = facts.clone();
+            Arc::new(move |tool: &str| {
+                let registry = catalogue.current();
+                let (plugin, _) = registry.find(tool)?;
+                catalogue
+                    .policies()
+                    .reach_of(&principal, &plugin.name, tool, &facts)
+            }) as crate::mcp::tasks::ReachOf
+        };
         crate::mcp::tasks::Caller {
             credentials,
             may_call: Arc::new(move |tool| {
                 let registry = catalogue.current();
                 catalogue.find(&registry, &principal, tool).is_some()
             }),
+            reach,
+        }
+    }
+
+    /// What the policies know of a request besides who sends it and what it asks.
+    pub(crate) fn facts(&self, context: &RequestContext<RoleServer>) -> crate::policy::Facts {
+        crate::policy::Facts {
+            protocol_version: context
+                .meta
+                .protocol_version()
+                .map(|v| v.to_string())
+                .or_else(|| {
+                    let legacy = self.is_in_session().then(|| context.peer.peer_info());
+                    legacy
+                        .flatten()
+                        .map(|info| info.protocol_version.to_string())
+                }),
+            client_address: context
+                .extensions
+                .get::<axum::http::request::Parts>()
+                .and_then(|parts| parts.extensions.get::<crate::mcp::http::auth::Remote>())
+                .and_then(|remote| remote.0),
+            replica: self.catalogue.backends().replicas.instance().to_string(),
         }
     }
 
@@ -185,6 +221,8 @@ pub(crate) struct Ended {
     pub denied: Vec<String>,
     /// The `[credentials]` sources whose credentials the call's requests carried.
     pub credentials: Vec<String>,
+    /// The Cedar policies that decided the request.
+    pub policies: Vec<String>,
 }
 
 impl Ended {
@@ -194,6 +232,7 @@ impl Ended {
             error: None,
             denied: Vec::new(),
             credentials: Vec::new(),
+            policies: Vec::new(),
         }
     }
 
@@ -207,6 +246,43 @@ impl Ended {
 }
 
 impl MoatServer {
+    /// Cedar's verdict on a prompt get or a resource read: the policies that allowed it, or the
+    /// error the client gets, audited here.
+    pub(crate) fn decided(
+        &self,
+        verdict: crate::policy::Verdict,
+        context: &RequestContext<RoleServer>,
+        binding: &Binding<'_>,
+        plugin: &crate::plugin::Plugin,
+    ) -> Result<Vec<String>, McpError> {
+        use crate::policy::Verdict;
+        let (error, outcome, policies) = match verdict {
+            Verdict::Allowed { by } => return Ok(by),
+            Verdict::Denied { by, message } => (
+                McpError::invalid_request(message, None),
+                Outcome::Denied,
+                by,
+            ),
+            Verdict::Invalid(why) => (
+                McpError::invalid_params(format!("invalid arguments: {why}"), None),
+                Outcome::InvalidArguments,
+                Vec::new(),
+            ),
+        };
+        let ended = Ended {
+            policies,
+            ..Ended::refused(outcome, &error)
+        };
+        self.record(
+            context,
+            binding,
+            Some(plugin),
+            std::time::Instant::now(),
+            ended,
+        );
+        Err(error)
+    }
+
     pub(crate) fn record(
         &self,
         context: &RequestContext<RoleServer>,
@@ -258,6 +334,7 @@ impl MoatServer {
             error: ended.error,
             denied: ended.denied,
             credentials: ended.credentials,
+            policies: ended.policies,
         });
     }
 }
@@ -326,9 +403,12 @@ impl ServerHandler for MoatServer {
         let registry = self.catalogue.current();
         let cursor = request.and_then(|r| r.cursor);
         let principal = self.principal_of(&context.extensions);
-        let page = self
-            .catalogue
-            .page(&registry, principal, cursor.as_deref())?;
+        let page = self.catalogue.page(
+            &registry,
+            principal,
+            &self.facts(&context),
+            cursor.as_deref(),
+        )?;
         let tools = page.tools.iter().map(|(_, tool)| self.mcp_tool(tool));
         let mut result = ListToolsResult::with_all_items(tools.collect());
         result.next_cursor = page.next_cursor;
@@ -438,7 +518,7 @@ impl ServerHandler for MoatServer {
             .get(
                 &principal.name,
                 &request.task_id,
-                self.task_caller(&context.extensions),
+                self.task_caller(&context),
             )
             .await?;
         Ok(GetTaskResult::new(task))
@@ -456,7 +536,7 @@ impl ServerHandler for MoatServer {
                 &principal.name,
                 &request.task_id,
                 &request.input_responses,
-                self.task_caller(&context.extensions),
+                self.task_caller(&context),
             )
             .await
     }

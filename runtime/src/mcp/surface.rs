@@ -25,6 +25,7 @@ use crate::plugin::completions::Completing;
 use crate::plugin::prompts::Got;
 use crate::plugin::resources::Read;
 use crate::plugin::{CallError, Exchange};
+use crate::policy::Completed;
 use crate::sandbox::host::Client;
 
 /// What a request's guest may ask the client, and the rounds to seal if it stops to ask.
@@ -158,7 +159,7 @@ impl MoatServer {
         let principal = self.principal_of(&context.extensions);
         let prompts = self
             .catalogue
-            .prompts(&registry, principal)
+            .prompts(&registry, principal, &self.facts(context))
             .into_iter()
             .map(|(_, prompt)| {
                 let arguments = prompt
@@ -201,6 +202,11 @@ impl MoatServer {
             arguments: request.arguments.as_ref(),
             principal: &principal.name,
         };
+        let facts = self.facts(&context);
+        let policies = self.catalogue.policies();
+        let verdict =
+            policies.get_prompt(principal, &prompt.name, request.arguments.as_ref(), &facts);
+        let decided_by = self.decided(verdict, &context, &binding, plugin)?;
         let asking = self.asking_if(
             plugin,
             &context,
@@ -214,17 +220,19 @@ impl MoatServer {
             credentials: self
                 .call_credentials(&context.extensions)
                 .map(|c| c as Arc<dyn crate::sandbox::network::CallCredentials>),
+            reach: policies.reach_of(principal, &plugin.name, &prompt.name, &facts),
         };
         let _slot = self.call_slot(&context).await?;
         let started = Instant::now();
         let got = plugin
             .get_prompt(prompt, request.arguments.as_ref(), exchange)
             .await;
-        let ended = match &got {
+        let mut ended = match &got {
             Ok(Got::Messages(_)) => Ended::plain(Outcome::Ok),
             Ok(Got::Refused(why)) => ended(Outcome::ToolError, why),
             Err(error) => ended(audit::outcome_of(error), &error.to_string()),
         };
+        ended.policies = decided_by;
         self.record(&context, &binding, Some(plugin), started, ended);
         match got {
             Ok(Got::Messages(messages)) => {
@@ -249,7 +257,7 @@ impl MoatServer {
         let principal = self.principal_of(&context.extensions);
         let resources = self
             .catalogue
-            .resources(&registry, principal)
+            .resources(&registry, principal, &self.facts(context))
             .into_iter()
             .filter(|(_, r)| !r.is_template())
             .map(|(plugin, r)| {
@@ -270,7 +278,7 @@ impl MoatServer {
         let principal = self.principal_of(&context.extensions);
         let templates = self
             .catalogue
-            .resources(&registry, principal)
+            .resources(&registry, principal, &self.facts(context))
             .into_iter()
             .filter(|(_, r)| r.is_template())
             .map(|(plugin, r)| {
@@ -312,6 +320,10 @@ impl MoatServer {
             arguments: Some(&arguments),
             principal: &principal.name,
         };
+        let facts = self.facts(&context);
+        let policies = self.catalogue.policies();
+        let verdict = policies.read_resource(principal, &resource.name, &request.uri, &facts);
+        let decided_by = self.decided(verdict, &context, &binding, plugin)?;
         let asking = self.asking_if(
             plugin,
             &context,
@@ -325,17 +337,19 @@ impl MoatServer {
             credentials: self
                 .call_credentials(&context.extensions)
                 .map(|c| c as Arc<dyn crate::sandbox::network::CallCredentials>),
+            reach: policies.reach_of(principal, &plugin.name, &resource.name, &facts),
         };
         let _slot = self.call_slot(&context).await?;
         let started = Instant::now();
         let read = plugin
             .read_resource(resource, &request.uri, &variables, exchange)
             .await;
-        let ended = match &read {
+        let mut ended = match &read {
             Ok(Read::Contents(_)) => Ended::plain(Outcome::Ok),
             Ok(Read::NotFound(why)) => ended(Outcome::ToolError, why),
             Err(error) => ended(audit::outcome_of(error), &error.to_string()),
         };
+        ended.policies = decided_by;
         self.record(&context, &binding, Some(plugin), started, ended);
         match read {
             Ok(Read::Contents(contents)) => Ok(ReadResourceResult::new(vec![contents]).into()),
@@ -406,6 +420,12 @@ impl MoatServer {
                     .iter()
                     .find(|a| a.name == request.argument.name)
                     .ok_or_else(|| unknown("the prompt has no such argument"))?;
+                self.may_complete(
+                    principal,
+                    Completed::Prompt(&prompt.name),
+                    &request,
+                    &context,
+                )?;
                 (
                     plugin,
                     Completing::Prompt(&prompt.function),
@@ -415,10 +435,16 @@ impl MoatServer {
             Reference::Resource(reference) => {
                 let (plugin, resource) = self
                     .catalogue
-                    .resources(&registry, principal)
+                    .resources(&registry, principal, &self.facts(&context))
                     .into_iter()
                     .find(|(plugin, r)| plugin.uri(&r.template) == reference.uri)
                     .ok_or_else(|| unknown("unknown resource template"))?;
+                self.may_complete(
+                    principal,
+                    Completed::Resource(&resource.name),
+                    &request,
+                    &context,
+                )?;
                 let template = resource.template.to_string();
                 let variable = resource
                     .param_of(&request.argument.name)
@@ -431,6 +457,34 @@ impl MoatServer {
         };
         let (plugin, completing, param) = found;
         complete(plugin, completing, &param, &request).await
+    }
+}
+
+impl MoatServer {
+    /// Whether the policies let `principal` have completions for the request's argument.
+    fn may_complete(
+        &self,
+        principal: &crate::access::Principal,
+        of: Completed<'_>,
+        request: &CompleteRequestParams,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let argument = &request.argument;
+        let facts = self.facts(context);
+        let verdict = (self.catalogue.policies()).complete(
+            principal,
+            of,
+            &argument.name,
+            &argument.value,
+            &facts,
+        );
+        match verdict {
+            crate::policy::Verdict::Allowed { .. } => Ok(()),
+            crate::policy::Verdict::Denied { message, .. }
+            | crate::policy::Verdict::Invalid(message) => {
+                Err(McpError::invalid_request(message, None))
+            }
+        }
     }
 }
 
@@ -452,10 +506,8 @@ async fn complete(
 
 fn ended(outcome: Outcome, error: &str) -> Ended {
     Ended {
-        outcome,
         error: Some(error.to_string()),
-        denied: Vec::new(),
-        credentials: Vec::new(),
+        ..Ended::plain(outcome)
     }
 }
 

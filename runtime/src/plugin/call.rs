@@ -47,6 +47,7 @@ impl Plugin {
                 events,
                 client: None,
                 credentials: None,
+                reach: None,
             },
         )
         .await
@@ -159,6 +160,7 @@ impl Plugin {
         };
         store.data_mut().set_client(client);
         store.data_mut().set_credentials(exchange.credentials);
+        store.data_mut().set_reach(exchange.reach);
         *denials = store.data().denials();
 
         let run = async {
@@ -182,6 +184,7 @@ impl Plugin {
         store.data_mut().set_events(None);
         store.data_mut().set_client(None);
         store.data_mut().set_credentials(None);
+        store.data_mut().set_reach(None);
         self.instances.replace(store);
 
         let stdout = String::from_utf8_lossy(&output.stdout.contents()).into_owned();

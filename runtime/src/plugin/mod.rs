@@ -196,6 +196,8 @@ pub struct Exchange {
     pub client: Option<Arc<dyn Client>>,
     /// The caller's credentials, for the headers moat injects from `[credentials]`.
     pub credentials: Option<Arc<dyn CallCredentials>>,
+    /// The caller's policy over where the call's requests may go (`reach`), after the grants.
+    pub reach: Option<Arc<dyn crate::sandbox::network::CallReach>>,
 }
 
 /// One export of the component, and the name its log lines go under.

@@ -16,7 +16,7 @@ use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 use crate::sandbox::grants::Grants;
 use crate::sandbox::guest_log::GuestLog;
 use crate::sandbox::limits::Limits;
-use crate::sandbox::network::{CallCredentials, Denials, HttpHooks, PendingInput};
+use crate::sandbox::network::{CallCredentials, CallReach, Denials, HttpHooks, PendingInput};
 
 pub(super) mod bindings {
     wasmtime::component::bindgen!({
@@ -252,6 +252,7 @@ impl HostState {
                 network: grants.network.clone(),
                 denials,
                 credentials: None,
+                reach: None,
                 client: None,
                 pending: PendingInput::default(),
             },
@@ -279,6 +280,11 @@ impl HostState {
     /// Whose credentials the guest's requests carry from now on; `None`: no caller's.
     pub fn set_credentials(&mut self, credentials: Option<Arc<dyn CallCredentials>>) {
         self.http_hooks.credentials = credentials;
+    }
+
+    /// Whose policy the guest's requests are decided by from now on; `None`: the grants alone.
+    pub fn set_reach(&mut self, reach: Option<Arc<dyn CallReach>>) {
+        self.http_hooks.reach = reach;
     }
 
     /// The settings granted to the plugin, for `wasi:config/store`.

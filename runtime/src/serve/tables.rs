@@ -90,6 +90,11 @@ impl Tables {
         tables
     }
 
+    /// The enterprise policy every load is under.
+    pub fn enterprise(&self) -> &Policy {
+        &self.policy
+    }
+
     /// The HTTP settings `service` gives at `addr`, under `policy`.
     pub fn http_settings(
         service: &Service,

@@ -2,7 +2,7 @@
 //! was given, and reloads (see [`crate::serve::reload`]) when one of them changes, or on SIGHUP:
 //! the plugins, and the service tables ([`crate::serve::tables`]).
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -13,6 +13,7 @@ use notify_debouncer_full::{DebounceEventResult, Debouncer, RecommendedCache, ne
 use tokio::sync::mpsc;
 
 use crate::mcp::catalogue::Catalogue;
+use crate::policy::Policies;
 use crate::serve::config::Config;
 use crate::serve::reload::{Loader, Served};
 use crate::serve::tables::Tables;
@@ -62,7 +63,7 @@ pub fn spawn(
     };
     let mut watched = Watched::default();
     if let Some(watcher) = watcher.as_mut() {
-        watched.update(watcher, &served, sources);
+        watched.update(watcher, &served, sources, &catalogue);
     }
     let loader = Arc::new(Mutex::new(loader));
     tokio::spawn(async move {
@@ -85,7 +86,7 @@ pub fn spawn(
             match reloaded {
                 Ok(sources) => {
                     if let Some(watcher) = watcher.as_mut() {
-                        watched.update(watcher, &served, &sources);
+                        watched.update(watcher, &served, &sources, &catalogue);
                     }
                 }
                 Err(error) => {
@@ -124,10 +125,12 @@ async fn reload_from(
         audit,
         plugins,
         engine,
+        policy,
     } = config;
     // Everything is checked and built before anything is swapped: a reload that fails
     // anywhere changes nothing.
     let prepared = tables.prepare(service, audit, catalogue)?;
+    let policy = policy.settings(tables.enterprise())?;
     let (sources, fetched) = served.fetch(plugins).await?;
     if let Some(config) = &served.config {
         // The pool is made once, when moat starts: a new [engine] waits for a restart.
@@ -151,13 +154,24 @@ async fn reload_from(
     .await
     .context("the reload task failed")?;
     let outcome = outcome?;
+    // The policies are checked against the tools they will decide over.
+    let policies = Policies::load(&policy, &outcome.registry, &source_texts(&sources))?;
     outcome.log();
     // The new rules first, then the plugins they are for: no new tool is served under the old.
     tables.apply(prepared, catalogue);
+    catalogue.set_policies(policies);
     if catalogue.replace(Arc::new(outcome.registry)) {
         tracing::info!("the tool list changed; clients were told");
     }
     Ok(sources)
+}
+
+/// Where each plugin came from, by name, as the policies' `Plugin` entities tell it.
+pub fn source_texts(sources: &[PluginSource]) -> HashMap<String, String> {
+    sources
+        .iter()
+        .map(|s| (s.name.clone(), s.source.to_string()))
+        .collect()
 }
 
 /// The folders being watched, and which paths in them matter.
@@ -177,6 +191,7 @@ impl Watched {
         watcher: &mut Debouncer<RecommendedWatcher, RecommendedCache>,
         served: &Served,
         sources: &[PluginSource],
+        catalogue: &Catalogue,
     ) {
         // A plugin file and its signature beside it.
         let mut files: HashSet<PathBuf> = sources
@@ -188,6 +203,9 @@ impl Watched {
             .flat_map(|path| [crate::supply::signing::signature_path(&path), path])
             .collect();
         files.extend(served.config.as_deref().map(absolute));
+        // The policy files in force: an edit of one reloads them.
+        let policies = catalogue.policies().settings().files;
+        files.extend(policies.iter().map(|file| absolute(&file.path)));
         let plugin_folders: HashSet<PathBuf> = served
             .paths
             .iter()

@@ -3,6 +3,7 @@
 mod auth;
 mod burn;
 mod cache;
+mod cedar;
 mod chatty;
 mod config_errors;
 mod conformance;

@@ -71,6 +71,7 @@ async fn delete(notebook: &Plugin, client: Option<Arc<Answering>>) -> Result<Str
         events: None,
         client: client.map(|c| c as Arc<dyn Client>),
         credentials: None,
+        reach: None,
     };
     let outcome = notebook
         .call_asking(tool, json!({"name": "first"}).as_object(), exchange)

@@ -358,7 +358,12 @@ fn a_thousand_tools_are_listed_page_by_page_each_exactly_once() {
     let mut pages = 0;
     loop {
         let page = catalogue
-            .page(&registry, &Principal::stdio("stdio"), cursor.as_deref())
+            .page(
+                &registry,
+                &Principal::stdio("stdio"),
+                &Default::default(),
+                cursor.as_deref(),
+            )
             .unwrap();
         assert!(page.tools.len() <= 100);
         listed.extend(page.tools.iter().map(|(_, t)| t.name.clone()));
@@ -389,7 +394,12 @@ async fn a_cursor_stays_meaningful_across_a_swap() {
     let catalogue = Catalogue::new(Arc::new(load(&mut loader, &served).registry), page_size(3));
     let registry = catalogue.current();
     let first = catalogue
-        .page(&registry, &Principal::stdio("stdio"), None)
+        .page(
+            &registry,
+            &Principal::stdio("stdio"),
+            &Default::default(),
+            None,
+        )
         .unwrap();
     let first_names: Vec<&str> = first.tools.iter().map(|(_, t)| t.name.as_str()).collect();
     assert_eq!(first_names, ["a_echo", "a_repeat", "b_add"]);
@@ -403,7 +413,12 @@ async fn a_cursor_stays_meaningful_across_a_swap() {
     let mut cursor = Some(cursor);
     while let Some(at) = cursor {
         let page = catalogue
-            .page(&now, &Principal::stdio("stdio"), Some(&at))
+            .page(
+                &now,
+                &Principal::stdio("stdio"),
+                &Default::default(),
+                Some(&at),
+            )
             .unwrap();
         rest.extend(page.tools.iter().map(|(_, t)| t.name.clone()));
         cursor = page.next_cursor;
@@ -415,7 +430,12 @@ async fn a_cursor_stays_meaningful_across_a_swap() {
     assert_eq!(rest, expected);
     assert!(!expected.is_empty());
 
-    let Err(error) = catalogue.page(&now, &Principal::stdio("stdio"), Some("not-a-cursor")) else {
+    let Err(error) = catalogue.page(
+        &now,
+        &Principal::stdio("stdio"),
+        &Default::default(),
+        Some("not-a-cursor"),
+    ) else {
         panic!("a cursor moat never issued was taken");
     };
     assert_eq!(error.code, rmcp::model::ErrorCode::INVALID_PARAMS);

@@ -198,6 +198,7 @@ async fn a_run_asks_again_whether_its_caller_may_call_the_tool() {
                 false
             })
         },
+        ..Caller::anything()
     };
     let answers = both_answers();
     tasks.update("alice", id, &answers, refusing).await.unwrap();

@@ -286,6 +286,7 @@ async fn a_form_carries_its_constraints_and_an_answer_that_breaks_them_is_refuse
             events: None,
             client: Some(client as std::sync::Arc<dyn Client>),
             credentials: None,
+            reach: None,
         };
         let plugin = plugin.clone();
         async move {

@@ -77,6 +77,7 @@ impl Claims {
             client_id,
             scopes,
             groups,
+            claims: self.values.clone(),
         })
     }
 }

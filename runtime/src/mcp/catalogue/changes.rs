@@ -154,6 +154,17 @@ impl Catalogue {
     }
 }
 
+impl Catalogue {
+    /// Tells every legacy session its tool list may have changed.
+    pub(super) fn tell_everyone_tools_changed(&self) {
+        let mut sessions = self.inner.sessions.lock().expect("sessions lock");
+        sessions.retain(|(peer, _)| !peer.is_transport_closed());
+        for (peer, _) in sessions.iter() {
+            tell_tools_changed(peer.clone());
+        }
+    }
+}
+
 /// Sends a legacy session its tool-list notification, without waiting: a client slow to read
 /// holds up no one else.
 fn tell_tools_changed(peer: Peer<RoleServer>) {

@@ -33,6 +33,7 @@ use crate::plugin::prompts::Prompt;
 use crate::plugin::registry::Registry;
 use crate::plugin::resources::{Located, Resource};
 use crate::plugin::{Plugin, Tool};
+use crate::policy::{Facts, Policies};
 use crate::shared::Backends;
 use crate::shared::replicas::Event;
 use crate::upstream::Broker;
@@ -80,6 +81,8 @@ struct Inner {
     metrics: Metrics,
     /// Which principal sees which tools; a reload of the configuration replaces it.
     tool_sets: Mutex<Arc<ToolSets>>,
+    /// The Cedar policies over each request; a reload replaces them with the registry.
+    policies: std::sync::RwLock<Policies>,
     /// Where the spans of calls go, when traces are on.
     traces: std::sync::OnceLock<Traces>,
     /// Seals the state of 2026-07-28 calls that ask the client something.
@@ -164,6 +167,7 @@ impl Catalogue {
                 audit,
                 metrics: Metrics::default(),
                 tool_sets: Mutex::default(),
+                policies: std::sync::RwLock::default(),
                 traces: std::sync::OnceLock::new(),
                 sealer: std::sync::RwLock::new(Arc::new(Sealer::default())),
                 watchers: Mutex::default(),
@@ -215,6 +219,24 @@ impl Catalogue {
         if previous != tool_sets {
             let registry = self.current();
             self.notify_sessions((&registry, &previous), (&registry, &tool_sets));
+            self.inner.current.send_modify(|_| {});
+        }
+    }
+
+    /// The Cedar policies in force.
+    pub fn policies(&self) -> Policies {
+        self.inner.policies.read().expect("policies lock").clone()
+    }
+
+    /// Decides by `policies` from now on; when they are other policies than before, every
+    /// client is told its lists may have changed (what each one now sees is for it to ask).
+    pub fn set_policies(&self, policies: Policies) {
+        let previous = std::mem::replace(
+            &mut *self.inner.policies.write().expect("policies lock"),
+            policies.clone(),
+        );
+        if previous.fingerprint() != policies.fingerprint() {
+            self.tell_everyone_tools_changed();
             self.inner.current.send_modify(|_| {});
         }
     }
@@ -284,11 +306,15 @@ impl Catalogue {
         &self,
         registry: &'a Registry,
         principal: &Principal,
+        facts: &Facts,
     ) -> Vec<(&'a Arc<Plugin>, &'a Prompt)> {
-        let sets = self.tool_sets();
+        let (sets, policies) = (self.tool_sets(), self.policies());
         registry
             .prompts()
-            .filter(|(plugin, prompt)| sets.allows(principal, &plugin.name, &prompt.name))
+            .filter(|(plugin, prompt)| {
+                sets.allows(principal, &plugin.name, &prompt.name)
+                    && policies.lists_prompt(principal, &prompt.name, facts)
+            })
             .collect()
     }
 
@@ -297,11 +323,15 @@ impl Catalogue {
         &self,
         registry: &'a Registry,
         principal: &Principal,
+        facts: &Facts,
     ) -> Vec<(&'a Arc<Plugin>, &'a Resource)> {
-        let sets = self.tool_sets();
+        let (sets, policies) = (self.tool_sets(), self.policies());
         registry
             .resources()
-            .filter(|(plugin, resource)| sets.allows(principal, &plugin.name, &resource.name))
+            .filter(|(plugin, resource)| {
+                sets.allows(principal, &plugin.name, &resource.name)
+                    && policies.lists_resource(principal, &resource.name, facts)
+            })
             .collect()
     }
 
@@ -437,13 +467,18 @@ impl Catalogue {
         &self,
         registry: &'a Registry,
         principal: &Principal,
+        facts: &Facts,
         cursor: Option<&str>,
     ) -> Result<Page<'a>, McpError> {
         let after = cursor.map(decode_cursor).transpose()?;
         let sets = self.tool_sets();
+        let policies = self.policies();
         let mut tools = registry
             .tools_after(after.as_deref())
-            .filter(|(plugin, tool)| sets.allows(principal, &plugin.name, &tool.name));
+            .filter(|(plugin, tool)| {
+                sets.allows(principal, &plugin.name, &tool.name)
+                    && policies.lists_tool(principal, &tool.name, facts)
+            });
         let page: Vec<_> = tools.by_ref().take(self.inner.page_size.get()).collect();
         let next_cursor = match (tools.next(), page.last()) {
             (Some(_), Some((_, last))) => Some(encode_cursor(&last.name)),

@@ -36,7 +36,7 @@ use crate::mcp::asking::{self, Round, Rounds};
 use crate::plugin::registry::Registry;
 use crate::plugin::{CallError, Exchange};
 use crate::sandbox::host::{Detach, Question};
-use crate::sandbox::network::CallCredentials;
+use crate::sandbox::network::{CallCredentials, CallReach};
 use crate::shared::replicas::{Event, Replicas};
 use crate::shared::tasks::TaskRecords;
 use store::{Record, Runner, State, Store, now, now_ms, unreachable};
@@ -91,7 +91,12 @@ pub struct Caller {
     /// asked before every run, so that a task never runs what its owner may not call now (nor
     /// what a record changed where it is kept names instead).
     pub may_call: Arc<dyn Fn(&str) -> bool + Send + Sync>,
+    /// Their policy over where a run of a tool (by its MCP name) may send requests.
+    pub reach: ReachOf,
 }
+
+/// The policy over where a run of a tool (by its MCP name) may send requests, if any.
+pub type ReachOf = Arc<dyn Fn(&str) -> Option<Arc<dyn CallReach>> + Send + Sync>;
 
 impl Caller {
     /// A caller who may call every tool served, without credentials (stdio's user, tests).
@@ -99,6 +104,7 @@ impl Caller {
         Self {
             credentials: None,
             may_call: Arc::new(|_| true),
+            reach: Arc::new(|_| None),
         }
     }
 }
@@ -511,6 +517,7 @@ async fn run_tool(
         events: None,
         client: Some(Arc::new(client)),
         credentials: caller.credentials,
+        reach: (caller.reach)(&tool.name),
     };
     let outcome = plugin.call_asking(tool, arguments.as_ref(), exchange).await;
     match outcome.result {

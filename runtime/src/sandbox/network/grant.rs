@@ -21,7 +21,7 @@ impl Scheme {
         }
     }
 
-    fn name(self) -> &'static str {
+    pub(super) fn name(self) -> &'static str {
         match self {
             Scheme::Http => "http",
             Scheme::Https => "https",

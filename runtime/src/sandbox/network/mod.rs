@@ -34,7 +34,9 @@ mod resolve;
 pub use grant::{HostPattern, NetworkGrant, PortPattern, Scheme};
 pub use redact::Secret;
 use requests::Asking;
-pub use requests::{CallCredentials, HttpHooks, Injected, Injection, Missing, PendingInput};
+pub use requests::{
+    CallCredentials, CallReach, HttpHooks, Injected, Injection, Missing, PendingInput, Reached,
+};
 pub use resolve::{Resolve, Resolver};
 
 use address::reserved;

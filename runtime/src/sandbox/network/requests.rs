@@ -12,6 +12,7 @@ use http_body_util::BodyExt;
 use wasmtime_wasi_http::io::TokioIo;
 use wasmtime_wasi_http::{Error as HttpError, RequestOptions, WasiBody, WasiHttpHooks};
 
+use super::grant::Host;
 use super::{Denial, Denials, Network, NetworkGrant, Scheme, Unsent, redact};
 use crate::sandbox::host::{AskError, Client, InputRequired, Question};
 
@@ -101,6 +102,24 @@ pub trait CallCredentials: Send + Sync {
         &'a self,
         source: &'a str,
     ) -> std::pin::Pin<Box<dyn Future<Output = ()> + Send + 'a>>;
+}
+
+/// Where a request of a running call goes, for the caller's policy to decide on.
+#[derive(Clone, Copy, Debug)]
+pub struct Reached<'a> {
+    pub scheme: &'a str,
+    /// A name, or an IP address as text (an IPv6 one without brackets).
+    pub host: &'a str,
+    pub port: u16,
+    pub method: &'a str,
+    pub path: &'a str,
+}
+
+/// The caller's policy over the requests a call sends, asked after the plugin's grants allowed
+/// one: bound to each call by the layer that knows who is calling, as [`CallCredentials`] are.
+pub trait CallReach: Send + Sync {
+    /// `Err(why)` when the request may not be sent.
+    fn allows(&self, request: &Reached<'_>) -> Result<(), String>;
 }
 
 impl Injection {
@@ -253,6 +272,9 @@ pub struct HttpHooks {
     pub denials: Denials,
     /// The current call's caller's credentials; none between calls.
     pub credentials: Option<Arc<dyn CallCredentials>>,
+    /// The current call's caller's policy over where its requests go; none between calls and
+    /// when no policy is given.
+    pub reach: Option<Arc<dyn CallReach>>,
     /// Whom the current call may ask, for a credential the caller must give first.
     pub client: Option<Arc<dyn Client>>,
     pub pending: PendingInput,
@@ -277,6 +299,7 @@ impl WasiHttpHooks for HttpHooks {
         let network = self.network.clone();
         let denials = self.denials.clone();
         let credentials = self.credentials.clone();
+        let reach = self.reach.clone();
         let (client, pending) = (self.client.clone(), self.pending.clone());
         Box::new(async move {
             let checked = match check_method(request.method(), &plugin) {
@@ -297,6 +320,23 @@ impl WasiHttpHooks for HttpHooks {
                     });
                 }
             };
+            if let Some(reach) = &reach {
+                let host = match &target.host {
+                    Host::Name(name) => name.clone(),
+                    Host::Ip(ip) => ip.to_string(),
+                };
+                let reached = Reached {
+                    scheme: target.scheme.name(),
+                    host: &host,
+                    port: target.port,
+                    method: request.method().as_str(),
+                    path: request.uri().path(),
+                };
+                if let Err(why) = reach.allows(&reached) {
+                    denials.record(format!("network access to {target} denied: {why}"));
+                    return Err(HttpError::HttpRequestDenied);
+                }
+            }
             let asking = Asking {
                 credentials: credentials.as_deref(),
                 client,

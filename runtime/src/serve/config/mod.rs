@@ -36,6 +36,7 @@ mod expand;
 mod grants;
 mod inject;
 mod plugins;
+mod policy;
 mod schema;
 #[cfg(test)]
 mod tests;
@@ -48,6 +49,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 pub use audit::AuditSettings;
+pub use policy::PolicyEntry;
 pub use schema::json_schema;
 
 use crate::sandbox::engine::PoolLimits;
@@ -81,6 +83,8 @@ struct ConfigFile {
     /// Which callers may see and call which tools.
     #[serde(default)]
     access: Vec<service::AccessEntry>,
+    /// Policies in Cedar over each call, list and outgoing request.
+    policy: Option<PolicyEntry>,
     /// What each caller may ask of moat, separately.
     quotas: Option<service::QuotasEntry>,
     /// How `moat serve --http` is reached.
@@ -136,6 +140,8 @@ pub struct Config {
     pub plugins: Vec<PluginSource>,
     /// `[engine]`, moat's defaults where unset.
     pub engine: PoolLimits,
+    /// `[policy]`, paths resolved against the file's folder.
+    pub policy: PolicyEntry,
 }
 
 /// Reads `moat.toml` once, and the secrets file once (`secrets`, a flag's, or else the one the
@@ -160,6 +166,7 @@ pub fn load(path: &Path, secrets: Option<&Path>) -> Result<Config> {
         audit: audit::resolved(file.audit, base),
         plugins,
         engine: engine::limits(file.engine, path)?,
+        policy: (file.policy.unwrap_or_default().resolved(base)).with_context(within)?,
     })
 }
 

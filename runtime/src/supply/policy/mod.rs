@@ -12,6 +12,8 @@
 //! credential_sources = ["github", "jira-*"]   # the only [credentials] sources moat.toml may name
 //! require_token_exchange = true   # callers' upstream credentials come from the IdP's token
 //!                                 # exchange, never from fixed secrets or a third party's consent
+//! cedar = ["policies/enterprise.cedar"]   # Cedar policies whose forbids moat.toml cannot lift
+//! cedar_claims = { department = "String" }   # token claims they read
 //!
 //! [publishers]
 //! acme = "RWQf6LRCGA9i53mlYecO4IzT51TGPpvWucNSCh1CBM0QTaLn73Y7GFO3"   # minisign public key
@@ -71,6 +73,10 @@ struct PolicyFile {
     credential_sources: Option<Vec<String>>,
     #[serde(default)]
     require_token_exchange: bool,
+    #[serde(default)]
+    cedar: Vec<PathBuf>,
+    #[serde(default)]
+    cedar_claims: std::collections::BTreeMap<String, String>,
     #[serde(default)]
     publishers: std::collections::BTreeMap<String, String>,
     #[serde(default)]
@@ -251,6 +257,11 @@ pub struct Policy {
     pub credential_sources: Option<Vec<String>>,
     /// Whether callers' upstream credentials must come from token exchange only.
     pub require_token_exchange: bool,
+    /// Cedar policy files over every call and request (see `crate::policy`), that moat.toml's
+    /// policies cannot lift; relative paths are resolved against the policy file's folder.
+    pub cedar: Vec<PathBuf>,
+    /// The token claims those policies may read, with their Cedar types.
+    pub cedar_claims: std::collections::BTreeMap<String, String>,
     pub publishers: Vec<TrustedKey>,
     /// `None` without a policy file: every plugin may load.
     pub allow: Option<Vec<AllowRule>>,
@@ -300,6 +311,8 @@ impl Policy {
             std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
         let mut policy =
             Self::parse(&text).with_context(|| format!("in the policy {}", path.display()))?;
+        let folder = path.parent().unwrap_or(Path::new("."));
+        policy.cedar = policy.cedar.iter().map(|p| folder.join(p)).collect();
         policy.source = Some(path.to_path_buf());
         Ok(policy)
     }
@@ -364,6 +377,8 @@ impl Policy {
             deny_tools: file.deny_tools,
             credential_sources: file.credential_sources,
             require_token_exchange: file.require_token_exchange,
+            cedar: file.cedar,
+            cedar_claims: file.cedar_claims,
             publishers,
             allow: Some(allow),
             ceiling: file.ceiling.parse("[ceiling]")?,
