@@ -8,6 +8,7 @@ pub mod auth;
 pub mod config;
 pub mod http;
 pub mod metadata;
+pub mod policy_arguments;
 pub mod stdio;
 pub mod values;
 

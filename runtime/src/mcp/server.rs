@@ -369,10 +369,11 @@ impl ServerHandler for MoatServer {
             self.get_info(),
         );
         let principal = self.principal_of(&context.extensions);
-        result.instructions = Some(
-            self.catalogue
-                .instructions(&self.catalogue.current(), principal),
-        );
+        result.instructions = Some(self.catalogue.instructions(
+            &self.catalogue.current(),
+            principal,
+            &self.facts(&context),
+        ));
         // What it says depends on who asked.
         result.cache_scope = CacheScope::Private;
         Ok(result)
@@ -388,10 +389,11 @@ impl ServerHandler for MoatServer {
         self.restore_settings(&context).await;
         let mut result = self.negotiate_initialize(&request)?;
         let principal = self.principal_of(&context.extensions);
-        result.instructions = Some(
-            self.catalogue
-                .instructions(&self.catalogue.current(), principal),
-        );
+        result.instructions = Some(self.catalogue.instructions(
+            &self.catalogue.current(),
+            principal,
+            &self.facts(&context),
+        ));
         Ok(result)
     }
 

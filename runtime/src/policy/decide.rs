@@ -5,11 +5,11 @@
 use std::sync::Arc;
 
 use cedar_policy::{
-    Authorizer, Context, Decision, Entities, Entity, EntityUid, PolicyId, Request,
+    Authorizer, Context, Decision, Entities, Entity, EntityUid, PolicyId, PolicySet, Request,
     RestrictedExpression,
 };
 
-use super::{Facts, Loaded, Outgoing, Policies, Verdict, model};
+use super::{Facts, Loaded, Outgoing, Policies, Target, Verdict, model};
 use crate::access::Principal;
 
 /// One call's `reach`: where its requests may go, for its caller.
@@ -57,6 +57,17 @@ impl Policies {
     }
 }
 
+/// The plugin a tool, prompt or resource entity is in (its `plugin` attribute).
+pub(super) fn plugin_name(entity: &Entity) -> Option<String> {
+    match entity.attr("plugin")?.ok()? {
+        cedar_policy::EvalResult::String(name) => Some(name),
+        _ => None,
+    }
+}
+
+/// Principals' entities kept at most, before the cache starts again.
+const MAX_PRINCIPALS: usize = 4096;
+
 impl Loaded {
     pub(super) fn unknown(&self, what: &str) -> Verdict {
         Verdict::Denied {
@@ -67,59 +78,59 @@ impl Loaded {
         }
     }
 
-    pub(super) fn plugin_of(&self, entity: &Entity) -> Option<Entity> {
-        let plugin = entity.attr("plugin")?.ok()?;
-        let cedar_policy::EvalResult::String(name) = plugin else {
-            return None;
-        };
-        self.plugins.get(&name).cloned()
+    /// `principal`'s entity: made again only when the principal of that name changed (another
+    /// token's groups or claims).
+    fn principal_entity(&self, principal: &Principal) -> Entity {
+        let mut made = self.principals.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((known, entity)) = made.get(&principal.name)
+            && known == principal
+        {
+            return entity.clone();
+        }
+        let entity = model::principal(principal, &self.claims);
+        if made.len() >= MAX_PRINCIPALS {
+            made.clear();
+        }
+        made.insert(principal.name.clone(), (principal.clone(), entity.clone()));
+        entity
     }
 
     pub(super) fn decide(
         &self,
         principal: &Principal,
-        action: &Entity,
-        resource: &Entity,
+        target: &Target,
         (name, value): (&str, RestrictedExpression),
         facts: &Facts,
         what: &str,
     ) -> Verdict {
         let mut context = model::common_context(facts);
         context.push((name.to_string(), value));
-        let extra = self
-            .plugin_of(resource)
-            .into_iter()
-            .chain([action.clone()])
-            .collect();
-        self.decide_with(
-            principal,
-            action.uid(),
-            resource.clone(),
-            extra,
-            context,
-            what,
-        )
+        let (action, resource) = (target.action.uid(), target.resource.uid());
+        let entities = (target.entities.clone(), &target.policies);
+        self.decide_with(principal, (action, resource), entities, context, what)
     }
 
+    /// The verdict of `policies` on `principal` doing `action` to `resource`, `entities` holding
+    /// all but the principal's.
     pub(super) fn decide_with(
         &self,
         principal: &Principal,
-        action: EntityUid,
-        resource: Entity,
-        extra: Vec<Entity>,
+        (action, resource): (EntityUid, EntityUid),
+        (entities, policies): (Entities, &PolicySet),
         context: Vec<(String, RestrictedExpression)>,
         what: &str,
     ) -> Verdict {
-        let who = model::principal(principal, &self.claims);
-        let (principal_uid, resource_uid) = (who.uid(), resource.uid());
-        let entities = [who, resource].into_iter().chain(extra);
+        let who = self.principal_entity(principal);
+        let principal_uid = who.uid();
         let request = Context::from_pairs(context)
             .map_err(|e| e.to_string())
             .and_then(|context| {
-                Request::new(principal_uid, action, resource_uid, context, None)
+                Request::new(principal_uid, action, resource, context, None)
                     .map_err(|e| e.to_string())
             });
-        let entities = Entities::from_entities(entities, None).map_err(|e| e.to_string());
+        let entities = entities
+            .add_entities([who], None)
+            .map_err(|e| e.to_string());
         let (request, entities) = match (request, entities) {
             (Ok(request), Ok(entities)) => (request, entities),
             (Err(why), _) | (_, Err(why)) => {
@@ -131,7 +142,7 @@ impl Loaded {
                 };
             }
         };
-        let response = Authorizer::new().is_authorized(&request, &self.set, &entities);
+        let response = Authorizer::new().is_authorized(&request, policies, &entities);
         for error in response.diagnostics().errors() {
             tracing::warn!("a policy failed while deciding: {error}");
         }
@@ -162,11 +173,12 @@ impl Loaded {
         }
     }
 
+    /// Whether some value of the context attribute `unknown` could let `principal` do what
+    /// `target` is for: Cedar's partial evaluation is not a sure denial.
     pub(super) fn could_allow(
         &self,
         principal: &Principal,
-        action: &Entity,
-        resource: &Entity,
+        target: &Target,
         unknown: &str,
         facts: &Facts,
     ) -> bool {
@@ -175,22 +187,20 @@ impl Loaded {
             unknown.to_string(),
             RestrictedExpression::new_unknown(unknown),
         ));
-        let who = model::principal(principal, &self.claims);
-        let (principal_uid, resource_uid) = (who.uid(), resource.uid());
-        let entities = [who, resource.clone(), action.clone()]
-            .into_iter()
-            .chain(self.plugin_of(resource));
+        let who = self.principal_entity(principal);
+        let principal_uid = who.uid();
         let (Ok(context), Ok(entities)) = (
             Context::from_pairs(context),
-            Entities::from_entities(entities, None),
+            target.entities.clone().add_entities([who], None),
         ) else {
             return false;
         };
-        let Ok(request) = Request::new(principal_uid, action.uid(), resource_uid, context, None)
-        else {
+        let (action, resource) = (target.action.uid(), target.resource.uid());
+        let Ok(request) = Request::new(principal_uid, action, resource, context, None) else {
             return false;
         };
-        let response = Authorizer::new().is_authorized_partial(&request, &self.set, &entities);
+        let response =
+            Authorizer::new().is_authorized_partial(&request, &target.policies, &entities);
         response.decision() != Some(Decision::Deny)
     }
 }

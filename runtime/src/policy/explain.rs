@@ -116,7 +116,7 @@ fn is_plain(glob: &str) -> bool {
 
 /// A Cedar string literal.
 fn literal(text: &str) -> String {
-    serde_json::to_string(text).expect("a string is JSON")
+    crate::policy::shape::quoted(text)
 }
 
 /// A `like` pattern for a glob: `*` is Cedar's own wildcard; `?` has none, and matches only

@@ -23,7 +23,9 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use anyhow::{Result, anyhow};
-use cedar_policy::{Entity, PolicySet, RestrictedExpression, Schema};
+use cedar_policy::{
+    ActionConstraint, Entities, Entity, EntityUid, PolicySet, RestrictedExpression, Schema,
+};
 use serde_json::{Map, Value};
 
 use crate::access::Principal;
@@ -74,15 +76,78 @@ struct Loaded {
     reasons: HashMap<String, String>,
     claims: Claims,
     plugins: HashMap<String, Entity>,
-    /// Each tool's entity, the shape of its arguments, and its action (in `call_tool`).
-    tools: HashMap<String, (Entity, Shape, Entity)>,
-    /// Each prompt's entity, its arguments, and its action (in `get_prompt`).
-    prompts: HashMap<String, (Entity, Shape, Entity)>,
-    resources: HashMap<String, Entity>,
+    /// Each tool: what its calls are decided about.
+    tools: HashMap<String, Target>,
+    /// Each prompt, likewise (its arguments are strings).
+    prompts: HashMap<String, Target>,
+    /// Each resource and template, for `read_resource` (its shape unused).
+    resources: HashMap<String, Target>,
+    /// The policies that can decide a `reach`, and a `complete`.
+    reach: PolicySet,
+    complete: PolicySet,
+    /// Each principal's entity as last made, while it stays the same principal.
+    principals: std::sync::Mutex<HashMap<String, (Principal, Entity)>>,
     /// The files read, to compare loads with.
     settings: Settings,
     /// What was read: the files' texts, the claims and the schema they were checked against.
     fingerprint: String,
+}
+
+/// What requests about one tool, prompt or resource are decided about, made once per load.
+struct Target {
+    resource: Entity,
+    action: Entity,
+    shape: Shape,
+    /// The resource, its plugin and the action: every request's entities but its principal.
+    entities: Entities,
+    /// The policies whose action scope can hold for its action: the others can neither permit
+    /// nor forbid it, so the authorizer is spared them.
+    policies: PolicySet,
+}
+
+impl Target {
+    fn new(
+        (resource, action, shape): (Entity, (EntityUid, &str), Shape),
+        plugins: &HashMap<String, Entity>,
+        set: &PolicySet,
+    ) -> Self {
+        let (action, group) = action;
+        let policies = for_action(set, &action, group);
+        let action = model::member_action(action, group);
+        let plugin = decide::plugin_name(&resource).and_then(|name| plugins.get(&name).cloned());
+        let entities = [resource.clone(), action.clone()].into_iter().chain(plugin);
+        let entities = Entities::from_entities(entities, None)
+            .expect("a tool, its plugin and its action are distinct entities");
+        Self {
+            resource,
+            action,
+            shape,
+            entities,
+            policies,
+        }
+    }
+}
+
+/// The policies of `set` whose action scope holds for `action`, a member of the action group
+/// `group` (none when empty).
+fn for_action(set: &PolicySet, action: &EntityUid, group: &str) -> PolicySet {
+    let group = (!group.is_empty()).then(|| model::action(group));
+    let mut subset = PolicySet::new();
+    for policy in set.policies() {
+        let applies = match policy.action_constraint() {
+            ActionConstraint::Any => true,
+            ActionConstraint::Eq(only) => only == *action,
+            ActionConstraint::In(among) => among
+                .iter()
+                .any(|a| a == action || group.as_ref() == Some(a)),
+        };
+        if applies {
+            subset
+                .add(policy.clone())
+                .expect("a policy of a set is not a template and its id is unique");
+        }
+    }
+    subset
 }
 
 /// What is decided on its typed arguments.
@@ -151,7 +216,7 @@ impl Policies {
             .policies()
             .filter_map(|p| Some((p.id().to_string(), p.annotation("reason")?.to_string())))
             .collect();
-        let plugins = registry
+        let plugins: HashMap<String, Entity> = registry
             .plugins()
             .iter()
             .map(|p| {
@@ -163,25 +228,31 @@ impl Policies {
             .tools()
             .map(|(p, t)| {
                 let shape = Shape::of_arguments(&t.input_schema);
-                let action = model::member_action(model::call_action(&t.name), "call_tool");
-                (t.name.clone(), (model::tool(p, t), shape, action))
+                let action = (model::call_action(&t.name), "call_tool");
+                let target = Target::new((model::tool(p, t), action, shape), &plugins, &set);
+                (t.name.clone(), target)
             })
             .collect();
         let prompts = registry
             .prompts()
             .map(|(p, prompt)| {
                 let shape = model::prompt_arguments(prompt);
-                let action = model::member_action(model::prompt_action(&prompt.name), "get_prompt");
-                (
-                    prompt.name.clone(),
-                    (model::prompt(p, prompt), shape, action),
-                )
+                let action = (model::prompt_action(&prompt.name), "get_prompt");
+                let target = Target::new((model::prompt(p, prompt), action, shape), &plugins, &set);
+                (prompt.name.clone(), target)
             })
             .collect();
         let resources = registry
             .resources()
-            .map(|(p, r)| (r.name.clone(), model::resource(p, r)))
+            .map(|(p, r)| {
+                let action = (model::action("read_resource"), "");
+                let shape = Shape::Record(Default::default());
+                let target = Target::new((model::resource(p, r), action, shape), &plugins, &set);
+                (r.name.clone(), target)
+            })
             .collect();
+        let reach = for_action(&set, &model::action("reach"), "");
+        let complete = for_action(&set, &model::action("complete"), "");
         Ok(Self {
             loaded: Some(Arc::new(Loaded {
                 set,
@@ -191,6 +262,9 @@ impl Policies {
                 tools,
                 prompts,
                 resources,
+                reach,
+                complete,
+                principals: Default::default(),
                 settings: settings.clone(),
                 fingerprint,
             })),
@@ -247,17 +321,17 @@ impl Policies {
             Typed::Tool(name) => (loaded.tools.get(name), format!("call tool `{name}`")),
             Typed::Prompt(name) => (loaded.prompts.get(name), format!("get prompt `{name}`")),
         };
-        let Some((entity, shape, action)) = found else {
+        let Some(target) = found else {
             return loaded.unknown(&what);
         };
         let arguments = Value::Object(arguments.cloned().unwrap_or_default());
-        let arguments = match shape.value(&arguments) {
+        let arguments = match target.shape.value(&arguments) {
             Ok(arguments) => arguments,
             Err(why) => return Verdict::Invalid(why),
         };
         let what = format!("{what} with these arguments");
         let context = ("arguments", arguments);
-        loaded.decide(principal, action, entity, context, facts, &what)
+        loaded.decide(principal, target, context, facts, &what)
     }
 
     /// May `principal` read `uri`, a URI of `resource`?
@@ -271,13 +345,12 @@ impl Policies {
         let Some(loaded) = &self.loaded else {
             return Verdict::Allowed { by: vec![] };
         };
-        let Some(entity) = loaded.resources.get(resource) else {
+        let Some(target) = loaded.resources.get(resource) else {
             return loaded.unknown(&format!("resource `{resource}`"));
         };
         let uri_value = RestrictedExpression::new_string(uri.to_string());
         let what = format!("read `{uri}`");
-        let action = model::member_action(model::action("read_resource"), "");
-        loaded.decide(principal, &action, entity, ("uri", uri_value), facts, &what)
+        loaded.decide(principal, target, ("uri", uri_value), facts, &what)
     }
 
     /// May `principal` have completions for `argument` (now `value`) of `of`?
@@ -292,31 +365,21 @@ impl Policies {
         let Some(loaded) = &self.loaded else {
             return Verdict::Allowed { by: vec![] };
         };
-        let entity = match of {
-            Completed::Prompt(name) => loaded.prompts.get(name).map(|(e, _, _)| e),
+        let target = match of {
+            Completed::Prompt(name) => loaded.prompts.get(name),
             Completed::Resource(name) => loaded.resources.get(name),
         };
-        let Some(entity) = entity else {
+        let Some(target) = target else {
             return loaded.unknown("what is completed");
         };
         let mut context = model::common_context(facts);
-        context.push((
-            "argument".into(),
-            RestrictedExpression::new_string(argument.into()),
-        ));
-        context.push((
-            "value".into(),
-            RestrictedExpression::new_string(value.into()),
-        ));
+        for (name, value) in [("argument", argument), ("value", value)] {
+            context.push((name.into(), RestrictedExpression::new_string(value.into())));
+        }
         let what = format!("complete `{argument}`");
-        loaded.decide_with(
-            principal,
-            model::action("complete"),
-            entity.clone(),
-            vec![],
-            context,
-            &what,
-        )
+        let on = (model::action("complete"), target.resource.uid());
+        let entities = target.entities.clone();
+        loaded.decide_with(principal, on, (entities, &loaded.complete), context, &what)
     }
 
     /// May `principal`'s call of `tool`, a tool of `plugin`, send `outgoing`?
@@ -340,19 +403,16 @@ impl Policies {
         ] {
             context.push((name.into(), RestrictedExpression::new_string(value.into())));
         }
-        let extra = loaded.plugins.get(plugin).cloned().into_iter().collect();
+        let on = (model::action("reach"), host.uid());
+        let sender = loaded.plugins.get(plugin).cloned();
+        let Ok(entities) = Entities::from_entities([host].into_iter().chain(sender), None) else {
+            return loaded.unknown(&format!("plugin `{plugin}`"));
+        };
         let what = format!(
             "reach {}://{}:{} from tool `{tool}`",
             outgoing.scheme, outgoing.host, outgoing.port
         );
-        loaded.decide_with(
-            principal,
-            model::action("reach"),
-            host,
-            extra,
-            context,
-            &what,
-        )
+        loaded.decide_with(principal, on, (entities, &loaded.reach), context, &what)
     }
 
     /// Whether `principal` may be shown `tool` in a list: whether some arguments could be
@@ -361,10 +421,10 @@ impl Policies {
         let Some(loaded) = &self.loaded else {
             return true;
         };
-        let Some((entity, _, action)) = loaded.tools.get(tool) else {
+        let Some(target) = loaded.tools.get(tool) else {
             return false;
         };
-        loaded.could_allow(principal, action, entity, "arguments", facts)
+        loaded.could_allow(principal, target, "arguments", facts)
     }
 
     /// As [`Policies::lists_tool`], for a prompt.
@@ -372,10 +432,10 @@ impl Policies {
         let Some(loaded) = &self.loaded else {
             return true;
         };
-        let Some((entity, _, action)) = loaded.prompts.get(prompt) else {
+        let Some(target) = loaded.prompts.get(prompt) else {
             return false;
         };
-        loaded.could_allow(principal, action, entity, "arguments", facts)
+        loaded.could_allow(principal, target, "arguments", facts)
     }
 
     /// As [`Policies::lists_tool`], for a resource or template, its URI unknown.
@@ -383,10 +443,9 @@ impl Policies {
         let Some(loaded) = &self.loaded else {
             return true;
         };
-        let Some(entity) = loaded.resources.get(resource) else {
+        let Some(target) = loaded.resources.get(resource) else {
             return false;
         };
-        let action = model::member_action(model::action("read_resource"), "");
-        loaded.could_allow(principal, &action, entity, "uri", facts)
+        loaded.could_allow(principal, target, "uri", facts)
     }
 }

@@ -250,11 +250,8 @@ pub fn host(plugin: &str, outgoing: &Outgoing<'_>) -> Entity {
 
 /// The context attributes every request has, as values.
 pub fn common_context(facts: &Facts) -> Vec<(String, RestrictedExpression)> {
-    let now = jiff::Timestamp::now()
-        .strftime("%Y-%m-%dT%H:%M:%S%.3fZ")
-        .to_string();
     let mut pairs = vec![
-        ("time".to_string(), RestrictedExpression::new_datetime(now)),
+        ("time".to_string(), now()),
         ("replica".to_string(), string(&facts.replica)),
     ];
     if let Some(version) = &facts.protocol_version {
@@ -267,6 +264,24 @@ pub fn common_context(facts: &Facts) -> Vec<(String, RestrictedExpression)> {
         ));
     }
     pairs
+}
+
+/// The time, to the second, as a Cedar `datetime`: made once a second, since making one costs
+/// more than the rest of a decision.
+fn now() -> RestrictedExpression {
+    static NOW: std::sync::Mutex<Option<(i64, RestrictedExpression)>> = std::sync::Mutex::new(None);
+    let now = jiff::Timestamp::now();
+    let second = now.as_second();
+    let mut cached = NOW.lock().unwrap_or_else(|e| e.into_inner());
+    match &*cached {
+        Some((at, time)) if *at == second => time.clone(),
+        _ => {
+            let text = now.strftime("%Y-%m-%dT%H:%M:%SZ").to_string();
+            let time = RestrictedExpression::new_datetime(text);
+            *cached = Some((second, time.clone()));
+            time
+        }
+    }
 }
 
 const COMMON_CONTEXT: &str = r#""protocol_version"?: String, "client_address"?: __cedar::ipaddr, "time": __cedar::datetime, "replica": String"#;

@@ -119,9 +119,11 @@ impl Shape {
     }
 }
 
-/// A name as a Cedar schema writes an attribute: always quoted, so any name is one.
+/// A name as a Cedar string literal, as its schemas write attributes: always quoted, so any
+/// name is one. Escaped as Rust escapes (`\u{1}`), which Cedar reads; JSON's (`\u0001`, `\b`)
+/// it refuses.
 pub fn quoted(name: &str) -> String {
-    serde_json::to_string(name).expect("a string is JSON")
+    format!("\"{}\"", name.escape_debug())
 }
 
 /// The record of an object schema's properties, if it is an object with properties.

@@ -23,6 +23,7 @@
 //! * **P12** (`sdk_server`): an MCP server written with the TypeScript SDK, built by `moat build`
 //!   and served by moat, beside the same server on Node over stdio: a start to the first answer
 //!   (compile cache filled), a warm call, resident memory.
+//! * **P13** (`policies`): P2's load with every call decided by 20 Cedar policies, against none.
 //!
 //! Prints a markdown table and writes the figures as JSON. Targets are reported, never enforced:
 //! the run fails only when something breaks (a server does not start, an answer is wrong). A
@@ -34,6 +35,7 @@ mod guests;
 mod http;
 mod logwatch;
 mod native;
+mod policies;
 mod procfs;
 mod report;
 mod sdk_server;
@@ -362,7 +364,7 @@ fn run(cli: Cli) -> Result<()> {
 impl Bench {
     fn run_all(&mut self) -> Result<()> {
         // P3 first: it fills the warm compile cache the others start from.
-        let steps: [(&str, &str, Step); 12] = [
+        let steps: [(&str, &str, Step); 13] = [
             ("P3", "start-up", Self::startup),
             ("P1", "stdio round trip", Self::stdio_round_trip),
             ("P2", "HTTP throughput", Self::http_throughput),
@@ -379,6 +381,7 @@ impl Bench {
             ("P10", "the cost of [cluster]", Self::cluster_cost),
             ("P11", "replicas behind haproxy", Self::replicas_throughput),
             ("P12", "a TypeScript SDK server", Self::sdk_server),
+            ("P13", "Cedar policies", Self::policy_cost),
         ];
         for (id, name, step) in steps {
             if self.only.is_empty() || self.only.iter().any(|o| o.eq_ignore_ascii_case(id)) {

@@ -50,6 +50,11 @@ fn metadata() {
 }
 
 #[test]
+fn policy_arguments() {
+    replay("policy_arguments", fuzz::policy_arguments::check);
+}
+
+#[test]
 fn stdio() {
     replay("stdio", fuzz::stdio::check);
 }

@@ -272,17 +272,25 @@ impl Catalogue {
     }
 
     /// The server's `instructions` for `principal`: what each plugin it may use says of
-    /// itself (a plugin none of whose tools, prompts or resources it sees is not named).
-    pub fn instructions(&self, registry: &Registry, principal: &Principal) -> String {
-        let sets = self.tool_sets();
+    /// itself (a plugin none of whose tools, prompts or resources it sees, by the rules and the
+    /// policies, is not named).
+    pub fn instructions(
+        &self,
+        registry: &Registry,
+        principal: &Principal,
+        facts: &Facts,
+    ) -> String {
+        let (sets, policies) = (self.tool_sets(), self.policies());
         let visible = registry.plugins().iter().filter(|plugin| {
-            let names = plugin.tools.iter().map(|t| &t.name);
-            let names = names
-                .chain(plugin.prompts.iter().map(|p| &p.name))
-                .chain(plugin.resources.iter().map(|r| &r.name));
-            names
-                .into_iter()
-                .any(|name| sets.allows(principal, &plugin.name, name))
+            let sees = |name: &str, listed: &dyn Fn(&str) -> bool| {
+                sets.allows(principal, &plugin.name, name) && listed(name)
+            };
+            let tool = |name: &str| policies.lists_tool(principal, name, facts);
+            let prompt = |name: &str| policies.lists_prompt(principal, name, facts);
+            let resource = |name: &str| policies.lists_resource(principal, name, facts);
+            plugin.tools.iter().any(|t| sees(&t.name, &tool))
+                || plugin.prompts.iter().any(|p| sees(&p.name, &prompt))
+                || plugin.resources.iter().any(|r| sees(&r.name, &resource))
         });
         instructions::compose(visible.map(|plugin| (&*plugin.name, plugin.summary.as_deref())))
     }
