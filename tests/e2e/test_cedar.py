@@ -366,3 +366,10 @@ def test_policy_schema_types_each_tools_arguments(moat_bin: Path, setup: Setup) 
     assert ('action "call_tool:echo_repeat" in [call_tool] appliesTo { principal: [Principal], '
             'resource: [Tool], context: { "arguments": {"message": String, "separator"?: String, '
             '"times": Long}') in done.stdout
+
+
+def test_policy_check_validates_the_cedar_policies(moat_bin: Path, setup: Setup) -> None:
+    done = policy_cli(moat_bin, setup, "check")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Cedar: 7 policies in " in done.stdout
+    assert "are valid for what is served" in done.stdout
