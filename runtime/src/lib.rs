@@ -27,6 +27,7 @@
 
 pub mod access;
 pub mod cluster;
+pub mod console;
 pub mod mcp;
 pub mod memory;
 pub mod parallel;

@@ -149,7 +149,8 @@ impl Quotas {
         };
     }
 
-    fn quota(&self, principal: &str) -> Quota {
+    /// The quota `principal` is measured against now.
+    pub fn quota(&self, principal: &str) -> Quota {
         let configured = self.configured.read().expect("quotas lock");
         configured
             .by_principal

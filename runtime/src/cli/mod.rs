@@ -5,6 +5,7 @@ mod api_key;
 mod build_plugin;
 mod cache;
 mod call;
+mod console;
 mod credentials;
 mod doctor;
 mod embed;
@@ -236,6 +237,19 @@ enum Command {
     /// Check this machine for moat: the wasm32-wasip2 target, the cache, the policy in force,
     /// and each MCP host's config file.
     Doctor,
+    /// Sign a browser in to the console of a moat serving on this machine: prints a one-time
+    /// link (made with the local token) and opens it.
+    Console {
+        /// Where that moat serves HTTP.
+        #[arg(long, default_value = "http://127.0.0.1:8080")]
+        url: String,
+        /// The local token's file (default: `$MOAT_TOKEN_FILE`, else ~/.config/moat/http-token).
+        #[arg(long)]
+        token_file: Option<PathBuf>,
+        /// Print the link without opening a browser.
+        #[arg(long)]
+        no_open: bool,
+    },
     /// List or revoke callers' consented upstream credentials (moat.toml's credential_store).
     Credentials {
         #[command(subcommand)]
@@ -428,6 +442,11 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Doctor => doctor::doctor().await,
+        Command::Console {
+            url,
+            token_file,
+            no_open,
+        } => console::console(&url, token_file, no_open).await,
         Command::Sign { key, file } => sign(&key, &file),
         Command::Verify { key, policy, file } => verify(key, policy, file),
         Command::Credentials { action } => match action {

@@ -15,6 +15,7 @@ use moat::mcp::server::MoatServer;
 use moat::policy::Policies;
 use moat::serve::config::Config;
 use moat::serve::reload::{Loader, Served};
+use moat::serve::reloads::{Current, Reloads};
 use moat::serve::tables::{Overridden, Tables};
 use moat::shared::Backends;
 use moat::supply::cache::Cache;
@@ -194,9 +195,34 @@ pub async fn serve(
     if let Some(endpoint) = &otlp_endpoint {
         catalogue.set_traces(moat::mcp::traces::Traces::new(endpoint)?);
     }
+    let reloads = Reloads::default();
+    reloads.serving(Current {
+        path: served.config.clone(),
+        text: config.text.clone(),
+        console: config.console.clone(),
+        sources: source_texts,
+    });
     // From now on, a change of what is served (or SIGHUP) reloads it.
-    moat::serve::watch::spawn(served, loader, tables, catalogue.clone(), &sources)?;
-    if let Some((addr, settings)) = http {
+    let watching = reloads.clone();
+    moat::serve::watch::spawn(
+        served,
+        loader,
+        tables,
+        catalogue.clone(),
+        &sources,
+        watching,
+    )?;
+    if let Some((addr, mut settings)) = http {
+        if let Some(console) = &config.console {
+            let serving = moat::console::Serving {
+                catalogue: catalogue.clone(),
+                reloads,
+                live: settings.live.clone(),
+                https: settings.tls.is_some() || !settings.trusted_proxies.is_empty(),
+                cluster: cluster.clone(),
+            };
+            settings.beside = Some(moat::console::serve(console, addr, &settings, serving).await?);
+        }
         let shutdown = tokio_util::sync::CancellationToken::new();
         tokio::spawn(stop_on_signal(
             settings.drain.draining.clone(),
@@ -209,6 +235,9 @@ pub async fn serve(
         served?;
         tracing::info!("stopped");
         return Ok(ExitCode::SUCCESS);
+    }
+    if config.console.is_some() {
+        tracing::warn!("[console] is served with --http only: this moat serves stdio");
     }
     tracing::info!("serving MCP on stdio");
     let mut signals = Signals::listen();

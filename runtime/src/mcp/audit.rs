@@ -205,6 +205,37 @@ impl AuditLog {
         self
     }
 
+    /// The file the log is written to; none for standard output.
+    pub fn file(&self) -> Option<&Path> {
+        (self.path != Path::new(STDOUT)).then_some(&*self.path)
+    }
+
+    /// Appends one line for what an operator did in the console (`action`: `reload`,
+    /// `revoke`, `cancel`) to `target`. A tool call an operator makes is a call like any other.
+    pub fn operator_action(&self, principal: &Principal, action: &str, target: &str) {
+        #[derive(Serialize)]
+        struct Action<'a> {
+            time: String,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            replica: Option<&'a str>,
+            principal: &'a str,
+            authenticated_by: &'static str,
+            method: &'static str,
+            action: &'a str,
+            target: &'a str,
+        }
+        let action = Action {
+            time: jiff::Timestamp::now().to_string(),
+            replica: self.replica.as_deref(),
+            principal: &principal.name,
+            authenticated_by: principal.via.as_str(),
+            method: "console",
+            action,
+            target,
+        };
+        self.write(&serde_json::to_string(&action).expect("an action is plain JSON"));
+    }
+
     /// Appends one line for `call`. A write that fails is logged, never returned.
     pub fn record(&self, call: Call<'_>) {
         let arguments = Value::Object(call.arguments.cloned().unwrap_or_default());
@@ -231,7 +262,11 @@ impl AuditLog {
             credentials: call.credentials,
             policies: call.policies,
         };
-        let mut line = one_line(&serde_json::to_string(&record).expect("a record is plain JSON"));
+        self.write(&serde_json::to_string(&record).expect("a record is plain JSON"));
+    }
+
+    fn write(&self, json: &str) {
+        let mut line = one_line(json);
         line.push('\n');
         // One write per line on an O_APPEND file: lines from concurrent calls never interleave.
         let written = self

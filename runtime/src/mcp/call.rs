@@ -38,6 +38,10 @@ struct Record<'a> {
     span: Option<CallSpan>,
     /// The plugin the tool was found in, once it is.
     plugin: Option<&'a Plugin>,
+    /// What ends the call early: the client, or an operator when the call is watched.
+    stop: tokio_util::sync::CancellationToken,
+    /// Its number among the watched calls, when they are.
+    watched: Option<u64>,
 }
 
 impl<'a> Record<'a> {
@@ -58,6 +62,13 @@ impl<'a> Record<'a> {
             };
             traces.start(&request.name, &context.meta, facts)
         });
+        let (stop, watched) = match server.catalogue.live_calls() {
+            Some(live) => {
+                let watched = live.start(principal, &request.name, context.ct.child_token());
+                (watched.stop, Some(watched.id))
+            }
+            None => (context.ct.clone(), None),
+        };
         Self {
             server,
             context,
@@ -65,6 +76,8 @@ impl<'a> Record<'a> {
             started,
             span,
             plugin: None,
+            stop,
+            watched,
         }
     }
 
@@ -76,7 +89,12 @@ impl<'a> Record<'a> {
             started,
             span,
             plugin,
+            watched,
+            ..
         } = self;
+        if let (Some(id), Some(live)) = (watched, server.catalogue.live_calls()) {
+            live.end(id, ended.outcome, ended.error.as_deref());
+        }
         if let Some(span) = span {
             span.end(
                 plugin.map(|p| &*p.name),
@@ -179,19 +197,30 @@ impl MoatServer {
         // The forwarding ends after the call, which drops its sender: every report it made goes
         // out before the answer.
         let call = async { tokio::join!(call, forwarder).0 };
+        let stop = record.stop.clone();
         let crate::plugin::CallOutcome {
             result: outcome,
             denials,
         } = tokio::select! {
             outcome = call => outcome,
-            () = context.ct.cancelled() => {
-                record.end(Ended::plain(Outcome::Cancelled));
-                if self.catalogue.stopping_calls().is_cancelled() {
+            () = stop.cancelled() => {
+                let stopping = self.catalogue.stopping_calls().is_cancelled();
+                let by_operator = !stopping && !context.ct.is_cancelled();
+                let by = if stopping {
                     tracing::warn!(tool = tool.name, "call stopped: moat is shutting down");
+                    "the call was cancelled"
+                } else if by_operator {
+                    tracing::info!(tool = tool.name, "call cancelled by an operator");
+                    "the call was cancelled by an operator"
                 } else {
                     tracing::info!(tool = tool.name, "call cancelled by the client");
-                }
-                return Err(McpError::internal_error("the call was cancelled", None));
+                    "the call was cancelled"
+                };
+                record.end(Ended {
+                    error: by_operator.then(|| by.to_string()),
+                    ..Ended::plain(Outcome::Cancelled)
+                });
+                return Err(McpError::internal_error(by, None));
             }
         };
         let (audited, error) = match &outcome {

@@ -8,6 +8,7 @@ mod call;
 pub mod catalogue;
 pub mod http;
 pub mod instructions;
+pub mod live_calls;
 pub mod metrics;
 pub mod request_state;
 pub mod server;

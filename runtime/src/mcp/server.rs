@@ -175,15 +175,7 @@ impl MoatServer {
     }
 
     fn mcp_tool(&self, tool: &crate::plugin::Tool) -> Tool {
-        let mut mcp = Tool::new(
-            tool.name.clone(),
-            tool.description.clone(),
-            tool.input_schema.clone(),
-        );
-        mcp.output_schema = tool.output_schema.clone();
-        mcp.title = tool.title.clone();
-        mcp.annotations = tool.annotations.clone();
-        mcp
+        mcp_tool(tool)
     }
 
     /// The call slot a request's guest runs in, held until dropped: the one the HTTP layer took
@@ -603,4 +595,17 @@ pub(super) fn session_header(extensions: &rmcp::model::Extensions) -> Option<Str
         .and_then(|parts| parts.headers.get("mcp-session-id"))
         .and_then(|id| id.to_str().ok())
         .map(crate::mcp::http::sessions::digest)
+}
+
+/// A tool as clients get it in `tools/list`.
+pub fn mcp_tool(tool: &crate::plugin::Tool) -> Tool {
+    let mut mcp = Tool::new(
+        tool.name.clone(),
+        tool.description.clone(),
+        tool.input_schema.clone(),
+    );
+    mcp.output_schema = tool.output_schema.clone();
+    mcp.title = tool.title.clone();
+    mcp.annotations = tool.annotations.clone();
+    mcp
 }

@@ -16,6 +16,7 @@ use crate::mcp::catalogue::Catalogue;
 use crate::policy::Policies;
 use crate::serve::config::Config;
 use crate::serve::reload::{Loader, Served};
+use crate::serve::reloads::{Current, Reloads};
 use crate::serve::tables::Tables;
 use crate::supply::PluginSource;
 use crate::supply::source::Source;
@@ -34,7 +35,9 @@ pub fn spawn(
     mut tables: Tables,
     catalogue: Catalogue,
     sources: &[PluginSource],
+    reloads: Reloads,
 ) -> Result<()> {
+    let mut asked = reloads.asked();
     let mut hangup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
         .context("listening for SIGHUP")?;
     let (changes, mut changed) = mpsc::unbounded_channel::<Vec<PathBuf>>();
@@ -76,13 +79,15 @@ pub fn spawn(
                     format!("{} changed", path.display())
                 }
                 Some(()) = hangup.recv() => "SIGHUP".to_string(),
+                Some(()) = asked.recv() => "an operator asked".to_string(),
                 else => break,
             };
             // Whatever else changed meanwhile is read by this same reload.
             while changed.try_recv().is_ok() {}
             tracing::info!("reloading: {reason}");
-            let reloaded = reload(&served, &loader, &mut tables, &catalogue).await;
+            let reloaded = reload(&served, &loader, &mut tables, &catalogue, &reloads).await;
             catalogue.metrics().record_reload(reloaded.is_ok());
+            reloads.record(&reason, reloaded.as_ref().err().map(|e| format!("{e:#}")));
             match reloaded {
                 Ok(sources) => {
                     if let Some(watcher) = watcher.as_mut() {
@@ -106,9 +111,18 @@ async fn reload(
     loader: &Arc<Mutex<Loader>>,
     tables: &mut Tables,
     catalogue: &Catalogue,
+    reloads: &Reloads,
 ) -> Result<Vec<PluginSource>> {
     let config = served.read()?;
-    reload_from(config, served, loader, tables, catalogue).await
+    let (text, console) = (config.text.clone(), config.console.clone());
+    let sources = reload_from(config, served, loader, tables, catalogue).await?;
+    reloads.serving(Current {
+        path: served.config.clone(),
+        text,
+        console,
+        sources: source_texts(&sources),
+    });
+    Ok(sources)
 }
 
 /// The reload of `config`, the one reading of the file this reload makes: every table and
@@ -126,6 +140,7 @@ async fn reload_from(
         plugins,
         engine,
         policy,
+        ..
     } = config;
     // Everything is checked and built before anything is swapped: a reload that fails
     // anywhere changes nothing.

@@ -28,6 +28,42 @@ pub enum Event {
     ToolsChanged,
     /// A caller's consented tokens arrived: calls waiting for consent look again.
     ConsentArrived,
+    /// A call started or ended on a replica: the consoles of the others show it too.
+    Call { call: CallEvent },
+    /// An operator asks the replica `replica` to stop its call `id`.
+    CancelCall { replica: String, id: u64 },
+}
+
+/// A call's start or end, as the operators' consoles are told of it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CallEvent {
+    /// The replica run that serves it ([`Replicas::instance`]).
+    pub replica: String,
+    /// Its number on that replica.
+    pub id: u64,
+    pub principal: String,
+    pub tool: String,
+    /// When it started, in milliseconds since the Unix epoch.
+    pub started_ms: u64,
+    /// How it ended; none while it runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ended: Option<CallEnd>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CallEnd {
+    pub duration_ms: f64,
+    /// As the audit log names it (`ok`, `denied`, `cancelled`…).
+    pub outcome: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl CallEnd {
+    /// Whether the call failed or was refused (a question to the client or a task is neither).
+    pub fn failed(&self) -> bool {
+        !matches!(self.outcome.as_str(), "ok" | "input_required" | "task")
+    }
 }
 
 /// This replica among the others.

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 /// The layers from the bottom up; `memory` and `parallel` are leaves every layer may use.
 const LAYERS: &[&str] = &[
     "memory", "parallel", "wit", "sandbox", "supply", "plugin", "shared", "cluster", "access",
-    "upstream", "policy", "mcp", "serve",
+    "upstream", "policy", "mcp", "serve", "console",
 ];
 
 fn runtime_src() -> PathBuf {

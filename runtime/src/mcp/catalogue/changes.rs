@@ -196,6 +196,18 @@ pub(super) async fn hear_updates(
                     broker.consent_arrived();
                 }
             }
+            Event::Call { call } => {
+                if let Some(live) = catalogue.live_calls() {
+                    live.heard(call);
+                }
+            }
+            Event::CancelCall { replica, id } => {
+                if let Some(live) = catalogue.live_calls()
+                    && live.replica() == replica
+                {
+                    live.cancel_here(id);
+                }
+            }
             Event::StopRun { .. } => {}
         }
     }

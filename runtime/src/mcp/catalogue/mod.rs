@@ -108,6 +108,8 @@ struct Inner {
     loopback: crate::mcp::http::consent::Loopback,
     /// Cancelled when moat stops the calls still running as it shuts down.
     stopping_calls: tokio_util::sync::CancellationToken,
+    /// The calls as they start and end, once something watches them.
+    live_calls: std::sync::OnceLock<Arc<crate::mcp::live_calls::LiveCalls>>,
 }
 
 /// The resource URIs one session subscribed to.
@@ -179,8 +181,24 @@ impl Catalogue {
                 credential_store: Mutex::default(),
                 loopback: Default::default(),
                 stopping_calls: Default::default(),
+                live_calls: std::sync::OnceLock::new(),
             }),
         }
+    }
+
+    /// The calls as they start and end, kept from now on.
+    pub fn watch_calls(&self) -> Arc<crate::mcp::live_calls::LiveCalls> {
+        let replicas = &self.inner.backends.replicas;
+        let made = || crate::mcp::live_calls::LiveCalls::new(replicas.clone());
+        self.inner
+            .live_calls
+            .get_or_init(|| Arc::new(made()))
+            .clone()
+    }
+
+    /// The calls as they start and end, when something watches them.
+    pub fn live_calls(&self) -> Option<&Arc<crate::mcp::live_calls::LiveCalls>> {
+        self.inner.live_calls.get()
     }
 
     /// The series every call counts towards.

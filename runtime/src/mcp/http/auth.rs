@@ -100,6 +100,11 @@ tokio::task_local! {
     static CALLER: Principal;
 }
 
+/// Runs `handling` acting for `principal`, as a request this layer authenticated would.
+pub(super) async fn acting_for<F: Future>(principal: Principal, handling: F) -> F::Output {
+    CALLER.scope(principal, handling).await
+}
+
 /// Whom the request being handled acts for, as this layer established it: for what rmcp asks
 /// of a handler outside any request's context. Anonymous outside a request.
 pub fn caller() -> Principal {

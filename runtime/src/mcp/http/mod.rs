@@ -20,6 +20,7 @@
 
 pub mod auth;
 pub mod consent;
+mod direct;
 pub mod drain;
 mod forbidden;
 pub mod message;
@@ -50,6 +51,12 @@ use crate::mcp::http::quotas::Limiter;
 use crate::mcp::http::sessions::Sessions;
 use crate::mcp::server::MoatServer;
 
+pub use self::direct::Direct;
+
+/// What is served beside `/mcp` (the operator's console), made from a way to call `/mcp` as a
+/// principal moat already knows.
+pub type Beside = Box<dyn FnOnce(Direct) -> axum::Router + Send>;
+
 /// How `moat serve --http` serves: who may call, from where, how much, over what.
 pub struct Settings {
     pub authentication: Authentication,
@@ -71,6 +78,8 @@ pub struct Settings {
     pub live: Live,
     /// How moat stops: `drain.draining` is cancelled when it is told to ([`drain`](self::drain)).
     pub drain: Drain,
+    /// What is served beside `/mcp`, outside its authentication.
+    pub beside: Option<Beside>,
 }
 
 /// What a reload may change while moat serves: read once by each request, as it is then.
@@ -202,8 +211,23 @@ impl Settings {
             metrics_listener: None,
             live: Live::default(),
             drain: Drain::default(),
+            beside: None,
         }
     }
+}
+
+/// The cookie `name` a browser sent, if it sent one of a plausible size (at most 64 bytes: moat's
+/// own are 43).
+pub fn cookie(headers: &axum::http::HeaderMap, name: &str) -> Option<String> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|value| value.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(n, _)| *n == name)
+        .map(|(_, value)| value.to_string())
+        .filter(|value| !value.is_empty() && value.len() <= 64)
 }
 
 /// The largest JSON-RPC request body moat reads.
@@ -308,8 +332,9 @@ pub fn no_delay(stream: &mut tokio::net::TcpStream) {
 pub fn router(
     catalogue: Catalogue,
     shutdown: CancellationToken,
-    settings: Settings,
+    mut settings: Settings,
 ) -> axum::Router {
+    let beside = settings.beside.take();
     let live = settings.live.clone();
     let drain = settings.drain.clone();
     let shared_sessions = catalogue.backends().sessions.clone();
@@ -366,6 +391,7 @@ pub fn router(
             sessions,
             sessions::bind_to_principal,
         ));
+    let beside = beside.map(|make| make(Direct { mcp: mcp.clone() }));
     let mut guarded = mcp;
     if !separate_metrics {
         guarded = guarded.route("/metrics", scrape::behind_auth(catalogue.clone()));
@@ -384,6 +410,7 @@ pub fn router(
         .route("/.well-known/oauth-protected-resource", metadata.clone())
         .route("/.well-known/oauth-protected-resource/{*path}", metadata)
         .merge(consent)
+        .merge(beside.unwrap_or_default())
         .merge(guarded)
 }
 

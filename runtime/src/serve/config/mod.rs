@@ -31,6 +31,7 @@
 //! `moat.schema.json`), so that editors check the file against exactly what moat reads.
 
 mod audit;
+mod console;
 mod engine;
 mod expand;
 mod grants;
@@ -49,6 +50,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 pub use audit::AuditSettings;
+pub use console::{Admin, ConsoleSettings};
 pub use policy::PolicyEntry;
 pub use schema::json_schema;
 
@@ -89,6 +91,8 @@ struct ConfigFile {
     quotas: Option<service::QuotasEntry>,
     /// How `moat serve --http` is reached.
     http: Option<service::HttpEntry>,
+    /// The operators' web page, off unless given.
+    console: Option<console::ConsoleEntry>,
     /// Traces of tool calls.
     telemetry: Option<service::TelemetryEntry>,
     /// The Redis through which replicas of moat share quotas and sessions.
@@ -142,6 +146,10 @@ pub struct Config {
     pub engine: PoolLimits,
     /// `[policy]`, paths resolved against the file's folder.
     pub policy: PolicyEntry,
+    /// `[console]`, when given.
+    pub console: Option<ConsoleSettings>,
+    /// The file as it was read, for the console to show (masked).
+    pub text: String,
 }
 
 /// Reads `moat.toml` once, and the secrets file once (`secrets`, a flag's, or else the one the
@@ -149,10 +157,18 @@ pub struct Config {
 pub fn load(path: &Path, secrets: Option<&Path>) -> Result<Config> {
     let within = || format!("in {}", path.display());
     let base = folder(path);
-    let mut file = read_file(path)?;
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let mut file: ConfigFile = toml::from_str(&text).with_context(within)?;
     let env = |name: &str| std::env::var(name).ok();
     let lookup = Lookup::new(&env, secrets, file.secrets.as_deref(), base).with_context(within)?;
     let service = file.take_service(base, &lookup).with_context(within)?;
+    let console = file
+        .console
+        .take()
+        .map(|c| c.settings())
+        .transpose()
+        .with_context(within)?;
     let plugins = plugins::sources(
         file.plugins,
         &file.credentials,
@@ -167,6 +183,8 @@ pub fn load(path: &Path, secrets: Option<&Path>) -> Result<Config> {
         plugins,
         engine: engine::limits(file.engine, path)?,
         policy: (file.policy.unwrap_or_default().resolved(base)).with_context(within)?,
+        console,
+        text,
     })
 }
 

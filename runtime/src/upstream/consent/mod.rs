@@ -304,6 +304,18 @@ impl Consents {
         }
     }
 
+    /// Who holds tokens from which source, and whether they can be refreshed, by principal
+    /// and source; never the tokens.
+    pub async fn held_by_all(&self) -> Result<Vec<(String, String, bool)>, String> {
+        let mut held: Vec<(String, String, bool)> = (self.keeping.all().await)
+            .map_err(|e| e.to_string())?
+            .into_iter()
+            .map(|entry| (entry.principal, entry.source, entry.refresh.is_some()))
+            .collect();
+        held.sort();
+        Ok(held)
+    }
+
     /// Drops `principal`'s tokens from `source`.
     pub async fn forget(&self, source: &str, principal: &str) {
         if let Err(error) = self.keeping.forget(source, principal).await {

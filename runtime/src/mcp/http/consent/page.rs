@@ -13,15 +13,7 @@ const COOKIE: &str = "__Host-moat-consent";
 
 /// The browser's binding cookie, if it sent one.
 pub fn browser(headers: &HeaderMap) -> Option<String> {
-    headers
-        .get_all(header::COOKIE)
-        .iter()
-        .filter_map(|value| value.to_str().ok())
-        .flat_map(|value| value.split(';'))
-        .filter_map(|pair| pair.trim().split_once('='))
-        .find(|(name, _)| *name == COOKIE)
-        .map(|(_, value)| value.to_string())
-        .filter(|value| !value.is_empty() && value.len() <= 64)
+    crate::mcp::http::cookie(headers, COOKIE)
 }
 
 /// The browser's binding cookie, made now if it has none (then with the header that sets it).
