@@ -4,7 +4,7 @@
 //!
 //! The rules themselves are decided as they always were; this is their explanation. A glob
 //! Cedar cannot say (a `?`, or a `*` over a set such as a token's groups or scopes) is printed
-//! as a comment that says so.
+//! as a comment that says so, and left out of the statement.
 
 use crate::access::tool_sets::{Pattern, Rule, ToolSets, Who};
 
@@ -55,44 +55,66 @@ fn rule_text(number: usize, rule: &Rule) -> String {
     out
 }
 
+/// The statement for `patterns`; those Cedar cannot say are named in comments before it
+/// (and with none left, only the comments remain).
 fn statement(effect: &str, who: &[String], patterns: &[Pattern], id: &str) -> String {
-    let names: Vec<String> = patterns.iter().map(pattern).collect();
+    let mut out = String::new();
+    let mut names = Vec::new();
+    for pattern in patterns {
+        let (attribute, glob, shown) = match pattern {
+            Pattern::Tool(glob) => ("name", glob, glob.clone()),
+            Pattern::Plugin(glob) => ("plugin", glob, format!("plugin:{glob}")),
+        };
+        match in_cedar(glob) {
+            true => names.push(format!("resource.{attribute} like {}", literal(glob))),
+            false => out.push_str(&format!(
+                "// not in Cedar: {effect} {} ({QUESTION})\n",
+                literal(&shown)
+            )),
+        }
+    }
+    if names.is_empty() {
+        return out;
+    }
     let mut conditions = who.to_vec();
     conditions.push(match names.as_slice() {
         [one] => one.clone(),
         many => format!("({})", many.join(" || ")),
     });
-    format!(
+    out.push_str(&format!(
         "@id({})\n{effect} (principal, {ACTIONS}, resource)\nwhen {{ {} }};\n",
         literal(id),
         conditions.join(" && ")
-    )
+    ));
+    out
 }
 
-fn pattern(pattern: &Pattern) -> String {
-    match pattern {
-        Pattern::Tool(glob) => format!("resource.name like {}", like(glob)),
-        Pattern::Plugin(glob) => format!("resource.plugin like {}", like(glob)),
-    }
+/// Why a glob with `?` is left out.
+const QUESTION: &str = "a `?` glob: Cedar's `like` has only `*`";
+
+/// Whether Cedar's `like` says what `glob` does: `*` is its own wildcard, `?` it lacks.
+fn in_cedar(glob: &str) -> bool {
+    !glob.contains('?')
 }
 
 /// The conditions on the principal, and what Cedar cannot say of them.
 fn who(who: &Who) -> (Vec<String>, Vec<String>) {
     let mut said = Vec::new();
     let mut unsaid = Vec::new();
-    if let Some(name) = &who.principal {
-        said.push(format!("principal.name like {}", like(name)));
-    }
     for (attribute, glob) in [
+        ("name", &who.principal),
         ("key", &who.key),
         ("subject", &who.subject),
         ("client_id", &who.client_id),
     ] {
-        if let Some(glob) = glob {
-            said.push(format!(
-                "principal has {attribute} && principal.{attribute} like {}",
-                like(glob)
-            ));
+        let Some(glob) = glob else { continue };
+        let has = match attribute {
+            "name" => String::new(),
+            _ => format!("principal has {attribute} && "),
+        };
+        match in_cedar(glob) {
+            true => said.push(format!("{has}principal.{attribute} like {}", literal(glob))),
+            false => unsaid.push(format!("{attribute} = {} ({QUESTION})", literal(glob))),
         }
     }
     if let Some(scope) = &who.scope {
@@ -117,12 +139,6 @@ fn is_plain(glob: &str) -> bool {
 /// A Cedar string literal.
 fn literal(text: &str) -> String {
     crate::policy::shape::quoted(text)
-}
-
-/// A `like` pattern for a glob: `*` is Cedar's own wildcard; `?` has none, and matches only
-/// itself here (a comment would be lost in an expression, so the glob is kept literally).
-fn like(glob: &str) -> String {
-    literal(glob)
 }
 
 #[cfg(test)]
@@ -156,6 +172,43 @@ mod tests {
             "{text}"
         );
         // What it prints is Cedar.
+        text.parse::<cedar_policy::PolicySet>()
+            .expect("Cedar parses it");
+    }
+
+    #[test]
+    fn a_question_mark_glob_is_a_comment_not_a_literal_question_mark() {
+        let sets = ToolSets {
+            rules: vec![Rule {
+                who: Who {
+                    principal: Some("user-?".into()),
+                    ..Who::default()
+                },
+                allow: vec![Pattern::parse("echo_?"), Pattern::parse("notes_*")],
+                deny: vec![Pattern::parse("plugin:n?tes")],
+            }],
+            denied: Vec::new(),
+        };
+        let text = tool_sets(&sets);
+        assert!(!text.contains(r#"like "user-?""#), "{text}");
+        assert!(!text.contains(r#"like "echo_?""#), "{text}");
+        assert!(
+            text.contains(r#"// not in Cedar: name = "user-?""#),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"// not in Cedar: permit "echo_?""#),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"when { resource.name like "notes_*" };"#),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"// not in Cedar: forbid "plugin:n?tes""#)
+                && !text.contains("forbid ("),
+            "a forbid with nothing Cedar can say is only its comment: {text}"
+        );
         text.parse::<cedar_policy::PolicySet>()
             .expect("Cedar parses it");
     }
