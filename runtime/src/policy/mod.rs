@@ -184,10 +184,7 @@ impl Policies {
 
     /// The Cedar schema of what `registry` serves, parsed.
     pub fn schema(registry: &Registry, claims: &Claims) -> Result<Schema> {
-        let text = model::schema(registry, claims);
-        Schema::from_cedarschema_str(&text)
-            .map(|(schema, _)| schema)
-            .map_err(|e| anyhow!("moat made a Cedar schema Cedar refuses: {e}\n{text}"))
+        parsed(&model::schema(registry, claims))
     }
 
     /// Reads the policies `settings` names for what `registry` serves, `sources` saying where
@@ -200,13 +197,11 @@ impl Policies {
         if settings.files.is_empty() {
             return Ok(Self::none());
         }
-        let schema = Self::schema(registry, &settings.claims)?;
+        // Made once: parsed to check the policies, and part of what the load is known by.
+        let schema_text = model::schema(registry, &settings.claims);
+        let schema = parsed(&schema_text)?;
         let (set, origins) = load::read(&settings.files, &schema)?;
-        let mut fingerprint = format!(
-            "{:?}\n{}",
-            settings.claims,
-            model::schema(registry, &settings.claims)
-        );
+        let mut fingerprint = format!("{:?}\n{schema_text}", settings.claims);
         let mut texts: Vec<&str> = origins.iter().map(|(_, o)| &*o.text).collect();
         texts.dedup();
         for text in texts {
@@ -448,4 +443,11 @@ impl Policies {
         };
         loaded.could_allow(principal, target, "uri", facts)
     }
+}
+
+/// A Cedar schema moat wrote, parsed.
+fn parsed(text: &str) -> Result<Schema> {
+    Schema::from_cedarschema_str(text)
+        .map(|(schema, _)| schema)
+        .map_err(|e| anyhow!("moat made a Cedar schema Cedar refuses: {e}\n{text}"))
 }
