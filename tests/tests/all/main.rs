@@ -7,6 +7,7 @@ mod cedar;
 mod chatty;
 mod config_errors;
 mod conformance;
+mod console;
 mod echo;
 mod fetch;
 mod filesystem;
