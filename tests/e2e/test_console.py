@@ -21,7 +21,9 @@ import json
 import re
 import subprocess
 import time
+import urllib.error
 import urllib.parse
+import urllib.request
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -547,5 +549,33 @@ async def test_moat_console_prints_a_link_that_signs_the_local_user_in_once(
             response = await again.goto(link)
             assert response is not None and response.status >= 400, "a used link signs in no one"
             assert await again.locator("#signed-in-as").count() == 0
+    finally:
+        stop(moat.process)
+
+
+def test_the_console_may_share_the_metrics_listener(moat_bin: Path, plugin: Callable[[str], Path],
+                                                     tmp_path: Path) -> None:
+    """`[console] address` naming the metrics listener's address serves the console there, beside
+    `/metrics` (which still answers), and not beside `/mcp`."""
+    port, metrics = free_port(), free_port()
+    moat = start_moat(moat_bin, tmp_path, port, f"[plugins.echo]\npath = {json.dumps(str(plugin('echo')))}\n\n"
+                      f'[http]\nmetrics = "127.0.0.1:{metrics}"\n\n[console]\naddress = "127.0.0.1:{metrics}"\n')
+    there = f"http://127.0.0.1:{metrics}"
+    try:
+        done = subprocess.run([str(moat_bin), "console", "--url", there, "--token-file", str(TOKEN_FILE), "--no-open"],
+                              capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+        assert done.returncode == 0, done.stderr
+        link = done.stdout.strip()
+        assert link.startswith(f"{there}/console/enter/"), done.stdout
+        with urllib.request.urlopen(link, timeout=10) as entered:
+            cookie = entered.headers["set-cookie"].split(";")[0]
+        request = urllib.request.Request(f"{there}/console/", headers={"Cookie": cookie})
+        with urllib.request.urlopen(request, timeout=10) as overview:
+            assert 'id="signed-in-as">local<' in overview.read().decode()
+        with urllib.request.urlopen(f"{there}/metrics", timeout=10) as scraped:
+            assert "moat_calls" in scraped.read().decode()
+        with pytest.raises(urllib.error.HTTPError) as beside_mcp:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/console/enter/x", timeout=10)
+        assert "console" not in beside_mcp.value.read().decode().lower(), "no console beside /mcp"
     finally:
         stop(moat.process)

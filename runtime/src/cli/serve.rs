@@ -221,6 +221,7 @@ pub async fn serve(
                 https: settings.tls.is_some() || !settings.trusted_proxies.is_empty(),
                 cluster: cluster.clone(),
             };
+            settings.beside_on_metrics = moat::console::on_metrics(console, &settings);
             settings.beside = Some(moat::console::serve(console, addr, &settings, serving).await?);
         }
         let shutdown = tokio_util::sync::CancellationToken::new();

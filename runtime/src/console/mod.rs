@@ -148,9 +148,9 @@ fn html(markup: maud::Markup) -> Response {
 }
 
 /// Where the console of `settings` is served for a moat serving HTTP on `addr`: beside `/mcp`
-/// (the returned [`crate::mcp::http::Beside`]), or on its own listener, which this binds. A
-/// console is refused on an address off loopback unless browsers reach it over TLS, moat's or
-/// a trusted proxy's.
+/// (the returned [`crate::mcp::http::Beside`]), on the metrics listener when `address` is its
+/// (see [`on_metrics`]), or on its own listener, which this binds. A console is refused on an
+/// address off loopback unless browsers reach it over TLS, moat's or a trusted proxy's.
 pub async fn serve(
     settings: &crate::serve::config::ConsoleSettings,
     addr: std::net::SocketAddr,
@@ -159,11 +159,12 @@ pub async fn serve(
 ) -> anyhow::Result<crate::mcp::http::Beside> {
     let at = settings.address.unwrap_or(addr);
     let proxied = !http.trusted_proxies.is_empty();
-    // Its own listener is plain HTTP: TLS there is a proxy's.
+    // Its own listener, and the metrics listener, are plain HTTP: TLS there is a proxy's.
     let encrypted = match settings.address {
         Some(_) => proxied,
         None => http.tls.is_some() || proxied,
     };
+    let shared = on_metrics(settings, http);
     if !at.ip().is_loopback() && !encrypted {
         anyhow::bail!(
             "[console] would be served on {at}, off loopback, in plain HTTP: give [http] \
@@ -171,8 +172,11 @@ pub async fn serve(
              [http] trusted_proxies"
         );
     }
-    let Some(own) = settings.address else {
-        tracing::info!("serving the console at /console/ beside /mcp");
+    let Some(own) = settings.address.filter(|_| !shared) else {
+        match shared {
+            true => tracing::info!("serving the console at /console/ on the metrics listener"),
+            false => tracing::info!("serving the console at /console/ beside /mcp"),
+        }
         return Ok(Box::new(move |direct| Console::routes(serving, direct)));
     };
     let listener = tokio::net::TcpListener::bind(own)
@@ -192,4 +196,12 @@ pub async fn serve(
         });
         Router::new()
     }))
+}
+
+/// Whether the console goes on the metrics listener: its `address` is that listener's.
+pub fn on_metrics(
+    settings: &crate::serve::config::ConsoleSettings,
+    http: &crate::mcp::http::Settings,
+) -> bool {
+    settings.address.is_some() && settings.address == http.metrics_listener
 }

@@ -80,6 +80,8 @@ pub struct Settings {
     pub drain: Drain,
     /// What is served beside `/mcp`, outside its authentication.
     pub beside: Option<Beside>,
+    /// Serve `beside` on the metrics listener instead, when there is one.
+    pub beside_on_metrics: bool,
 }
 
 /// What a reload may change while moat serves: read once by each request, as it is then.
@@ -212,6 +214,7 @@ impl Settings {
             live: Live::default(),
             drain: Drain::default(),
             beside: None,
+            beside_on_metrics: false,
         }
     }
 }
@@ -279,7 +282,18 @@ pub async fn serve(
     settings: Settings,
     shutdown: CancellationToken,
 ) -> Result<()> {
-    if let Some(metrics_addr) = settings.metrics_listener {
+    let draining = settings.drain.clone();
+    let (served, stop) = (catalogue.clone(), shutdown.clone());
+    tokio::spawn(async move { draining.run(&served, stop).await });
+    let tls = settings.tls.clone();
+    let (metrics, hosts) = (settings.metrics_listener, settings.hosts.clone());
+    let on_metrics = settings.beside_on_metrics && metrics.is_some();
+    let (app, beside) = parts(catalogue.clone(), shutdown.clone(), settings);
+    let (app, beside_metrics) = match on_metrics {
+        true => (app, beside),
+        false => (app.merge(beside.unwrap_or_default()), None),
+    };
+    if let Some(metrics_addr) = metrics {
         let listener = tokio::net::TcpListener::bind(metrics_addr)
             .await
             .with_context(|| format!("binding the metrics listener {metrics_addr}"))?;
@@ -287,7 +301,8 @@ pub async fn serve(
             "serving /metrics on http://{}/metrics",
             listener.local_addr()?
         );
-        let app = scrape::listener(catalogue.clone(), settings.hosts.clone());
+        let app = scrape::listener(catalogue.clone(), hosts, beside_metrics)
+            .into_make_service_with_connect_info::<SocketAddr>();
         let shutdown = shutdown.clone();
         tokio::spawn(async move {
             let served = axum::serve(listener, app)
@@ -298,12 +313,7 @@ pub async fn serve(
             }
         });
     }
-    let draining = settings.drain.clone();
-    let (served, stop) = (catalogue.clone(), shutdown.clone());
-    tokio::spawn(async move { draining.run(&served, stop).await });
-    let tls = settings.tls.clone();
-    let app = router(catalogue, shutdown.clone(), settings)
-        .into_make_service_with_connect_info::<SocketAddr>();
+    let app = app.into_make_service_with_connect_info::<SocketAddr>();
     match tls {
         Some(files) => tls::serve(app, addr, files, shutdown).await,
         None => {
@@ -332,8 +342,18 @@ pub fn no_delay(stream: &mut tokio::net::TcpStream) {
 pub fn router(
     catalogue: Catalogue,
     shutdown: CancellationToken,
-    mut settings: Settings,
+    settings: Settings,
 ) -> axum::Router {
+    let (app, beside) = parts(catalogue, shutdown, settings);
+    app.merge(beside.unwrap_or_default())
+}
+
+/// The router of [`router`], and apart what is served beside `/mcp`.
+fn parts(
+    catalogue: Catalogue,
+    shutdown: CancellationToken,
+    mut settings: Settings,
+) -> (axum::Router, Option<axum::Router>) {
     let beside = settings.beside.take();
     let live = settings.live.clone();
     let drain = settings.drain.clone();
@@ -401,7 +421,7 @@ pub fn router(
     let metadata = get(move |uri: axum::http::Uri| {
         std::future::ready(auth::metadata(&live.gate(), uri.path()))
     });
-    axum::Router::new()
+    let app = axum::Router::new()
         .route("/healthz", get(|| async { "ok\n" }))
         .route(
             "/readyz",
@@ -410,8 +430,8 @@ pub fn router(
         .route("/.well-known/oauth-protected-resource", metadata.clone())
         .route("/.well-known/oauth-protected-resource/{*path}", metadata)
         .merge(consent)
-        .merge(beside.unwrap_or_default())
-        .merge(guarded)
+        .merge(guarded);
+    (app, beside)
 }
 
 /// `/readyz`: 200 with the number of plugins and tools served while moat serves (it listens only

@@ -35,14 +35,19 @@ pub fn behind_auth(catalogue: Catalogue) -> MethodRouter {
     })
 }
 
-/// The app of the separate metrics listener: `/metrics` alone, for loopback `Host` names and
-/// `hosts`.
-pub fn listener(catalogue: Catalogue, hosts: Vec<String>) -> axum::Router {
+/// The app of the separate metrics listener: `/metrics`, and `beside` it what is served there
+/// (the console, when moat.toml puts it on this address), for loopback `Host` names and `hosts`.
+pub fn listener(
+    catalogue: Catalogue,
+    hosts: Vec<String>,
+    beside: Option<axum::Router>,
+) -> axum::Router {
     axum::Router::new()
         .route(
             "/metrics",
             get(move || std::future::ready(render(&catalogue))),
         )
+        .merge(beside.unwrap_or_default())
         .layer(middleware::from_fn_with_state(hosts, check_host))
 }
 

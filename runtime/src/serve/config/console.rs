@@ -3,7 +3,7 @@
 //! ```toml
 //! [console]
 //! admins = ["alice", "group:ops", "key:deploy"]   # default ["local"]
-//! address = "127.0.0.1:9091"                      # default: beside /mcp
+//! address = "127.0.0.1:9091"                      # default: beside /mcp; [http] metrics: there
 //! session_minutes = 30
 //! ```
 
@@ -24,8 +24,9 @@ pub struct ConsoleEntry {
     /// `local` for the local token), or `group:NAME` for a token's group.
     #[schemars(extend("default" = ["local"]))]
     admins: Option<Vec<String>>,
-    /// Serve it on this address (`HOST:PORT`) instead of beside `/mcp`. Not on loopback, it
-    /// needs TLS (`[http] tls_cert`) or a trusted proxy that gives it (`[http] trusted_proxies`).
+    /// Serve it on this address (`HOST:PORT`) instead of beside `/mcp`; the metrics listener's
+    /// (`[http] metrics`) puts it there. Not on loopback, it needs TLS (`[http] tls_cert`, beside
+    /// `/mcp`) or a trusted proxy that gives it (`[http] trusted_proxies`).
     address: Option<SocketAddr>,
     /// How long a sign-in lasts, in minutes.
     #[schemars(extend("default" = 30), range(min = 1, max = 720))]
