@@ -28,7 +28,9 @@ pub async fn page(State(console): Shared, operator: Operator) -> Page {
                     @let quota = quotas.quota(&principal.name);
                     @let now = running.iter().filter(|r| r.principal == principal.name).count();
                     tr data-principal=(principal.name) {
-                        td.principal { (principal.name) }
+                        td.principal {
+                            a href=(format!("/console/audit?{}", query("principal", &principal.name))) title="This caller's calls in the audit log" { (principal.name) }
+                        }
                         td { (principal.via.as_str()) }
                         td { (principal.groups.join(", ")) }
                         td.tools {
@@ -65,4 +67,11 @@ pub async fn page(State(console): Shared, operator: Operator) -> Page {
         "Callers",
         body,
     )))
+}
+
+/// `name=value`, encoded for a URL's query.
+fn query(name: &str, value: &str) -> String {
+    form_urlencoded::Serializer::new(String::new())
+        .append_pair(name, value)
+        .finish()
 }
