@@ -120,28 +120,18 @@ impl Loaded {
         context: Vec<(String, RestrictedExpression)>,
         what: &str,
     ) -> Verdict {
-        let who = self.principal_entity(principal);
-        let principal_uid = who.uid();
-        let request = Context::from_pairs(context)
-            .map_err(|e| e.to_string())
-            .and_then(|context| {
-                Request::new(principal_uid, action, resource, context, None)
-                    .map_err(|e| e.to_string())
-            });
-        let entities = entities
-            .add_entities([who], None)
-            .map_err(|e| e.to_string());
-        let (request, entities) = match (request, entities) {
-            (Ok(request), Ok(entities)) => (request, entities),
-            (Err(why), _) | (_, Err(why)) => {
-                return Verdict::Denied {
-                    by: vec![],
-                    message: format!(
-                        "denied: moat could not put the request to the policies: {why}"
-                    ),
-                };
-            }
-        };
+        let (request, entities) =
+            match self.request(principal, (action, resource), entities, context) {
+                Ok(made) => made,
+                Err(why) => {
+                    return Verdict::Denied {
+                        by: vec![],
+                        message: format!(
+                            "denied: moat could not put the request to the policies: {why}"
+                        ),
+                    };
+                }
+            };
         let response = Authorizer::new().is_authorized(&request, policies, &entities);
         for error in response.diagnostics().errors() {
             tracing::warn!("a policy failed while deciding: {error}");
@@ -173,6 +163,26 @@ impl Loaded {
         }
     }
 
+    /// The request of `principal` doing `action` to `resource` in `context`, and `entities`
+    /// with the principal's added.
+    fn request(
+        &self,
+        principal: &Principal,
+        (action, resource): (EntityUid, EntityUid),
+        entities: Entities,
+        context: Vec<(String, RestrictedExpression)>,
+    ) -> Result<(Request, Entities), String> {
+        let who = self.principal_entity(principal);
+        let principal_uid = who.uid();
+        let context = Context::from_pairs(context).map_err(|e| e.to_string())?;
+        let request = Request::new(principal_uid, action, resource, context, None)
+            .map_err(|e| e.to_string())?;
+        let entities = entities
+            .add_entities([who], None)
+            .map_err(|e| e.to_string())?;
+        Ok((request, entities))
+    }
+
     /// Whether some value of the context attribute `unknown` could let `principal` do what
     /// `target` is for: Cedar's partial evaluation is not a sure denial.
     pub(super) fn could_allow(
@@ -187,16 +197,9 @@ impl Loaded {
             unknown.to_string(),
             RestrictedExpression::new_unknown(unknown),
         ));
-        let who = self.principal_entity(principal);
-        let principal_uid = who.uid();
-        let (Ok(context), Ok(entities)) = (
-            Context::from_pairs(context),
-            target.entities.clone().add_entities([who], None),
-        ) else {
-            return false;
-        };
-        let (action, resource) = (target.action.uid(), target.resource.uid());
-        let Ok(request) = Request::new(principal_uid, action, resource, context, None) else {
+        let on = (target.action.uid(), target.resource.uid());
+        let entities = target.entities.clone();
+        let Ok((request, entities)) = self.request(principal, on, entities, context) else {
             return false;
         };
         let response =

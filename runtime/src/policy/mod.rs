@@ -413,35 +413,36 @@ impl Policies {
     /// Whether `principal` may be shown `tool` in a list: whether some arguments could be
     /// allowed (Cedar's partial evaluation, the arguments unknown, is not a sure denial).
     pub fn lists_tool(&self, principal: &Principal, tool: &str, facts: &Facts) -> bool {
-        let Some(loaded) = &self.loaded else {
-            return true;
-        };
-        let Some(target) = loaded.tools.get(tool) else {
-            return false;
-        };
-        loaded.could_allow(principal, target, "arguments", facts)
+        self.lists(principal, |l| &l.tools, tool, "arguments", facts)
     }
 
     /// As [`Policies::lists_tool`], for a prompt.
     pub fn lists_prompt(&self, principal: &Principal, prompt: &str, facts: &Facts) -> bool {
-        let Some(loaded) = &self.loaded else {
-            return true;
-        };
-        let Some(target) = loaded.prompts.get(prompt) else {
-            return false;
-        };
-        loaded.could_allow(principal, target, "arguments", facts)
+        self.lists(principal, |l| &l.prompts, prompt, "arguments", facts)
     }
 
     /// As [`Policies::lists_tool`], for a resource or template, its URI unknown.
     pub fn lists_resource(&self, principal: &Principal, resource: &str, facts: &Facts) -> bool {
+        self.lists(principal, |l| &l.resources, resource, "uri", facts)
+    }
+
+    /// Whether `principal` may be shown the item `name` of the targets `among` picks, the
+    /// context attribute `unknown` unknown. Everything is shown when no policy is given.
+    fn lists(
+        &self,
+        principal: &Principal,
+        among: fn(&Loaded) -> &HashMap<String, Target>,
+        name: &str,
+        unknown: &str,
+        facts: &Facts,
+    ) -> bool {
         let Some(loaded) = &self.loaded else {
             return true;
         };
-        let Some(target) = loaded.resources.get(resource) else {
+        let Some(target) = among(loaded).get(name) else {
             return false;
         };
-        loaded.could_allow(principal, target, "uri", facts)
+        loaded.could_allow(principal, target, unknown, facts)
     }
 }
 
