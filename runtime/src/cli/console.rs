@@ -10,6 +10,14 @@ use anyhow::{Context, Result, bail};
 /// Asks the moat at `url` for a link, prints it and opens it unless `no_open`.
 pub async fn console(url: &str, token_file: Option<PathBuf>, no_open: bool) -> Result<ExitCode> {
     let file = moat::access::credentials::token_file(token_file, None)?;
+    // Read, never made here: a token made now would be no moat's.
+    if !file.exists() {
+        bail!(
+            "no credential at {}: give --token-file (the file of the local token that moat \
+             serves with, or of an operator's API key)",
+            file.display()
+        );
+    }
     let token = moat::access::credentials::local_token(&file)?;
     let base = url.trim_end_matches('/').trim_end_matches("/mcp");
     moat::supply::source::install_tls_provider();
