@@ -24,6 +24,8 @@
 //!   and served by moat, beside the same server on Node over stdio: a start to the first answer
 //!   (compile cache filled), a warm call, resident memory.
 //! * **P13** (`policies`): P2's load with every call decided by 20 Cedar policies, against none.
+//! * **P14** (`console`): P2's load on a moat with `[console]` and one operator watching the calls
+//!   live (`/console/live/events`), against the same moat without `[console]`.
 //!
 //! Prints a markdown table and writes the figures as JSON. Targets are reported, never enforced:
 //! the run fails only when something breaks (a server does not start, an answer is wrong). A
@@ -31,6 +33,7 @@
 
 mod asking;
 mod cluster;
+mod console;
 mod guests;
 mod http;
 mod logwatch;
@@ -364,7 +367,7 @@ fn run(cli: Cli) -> Result<()> {
 impl Bench {
     fn run_all(&mut self) -> Result<()> {
         // P3 first: it fills the warm compile cache the others start from.
-        let steps: [(&str, &str, Step); 13] = [
+        let steps: [(&str, &str, Step); 14] = [
             ("P3", "start-up", Self::startup),
             ("P1", "stdio round trip", Self::stdio_round_trip),
             ("P2", "HTTP throughput", Self::http_throughput),
@@ -382,6 +385,7 @@ impl Bench {
             ("P11", "replicas behind haproxy", Self::replicas_throughput),
             ("P12", "a TypeScript SDK server", Self::sdk_server),
             ("P13", "Cedar policies", Self::policy_cost),
+            ("P14", "the console", Self::console_cost),
         ];
         for (id, name, step) in steps {
             if self.only.is_empty() || self.only.iter().any(|o| o.eq_ignore_ascii_case(id)) {

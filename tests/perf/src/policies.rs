@@ -49,19 +49,25 @@ when {{ principal.scopes.contains("tools") && context.arguments.times < {n} && c
 
 impl Bench {
     fn policy_server(&self, name: &str, policies: Option<&str>) -> Result<HttpServer> {
-        let echo = self.plugin("echo").canonicalize()?;
-        let mut config = format!(
-            "[plugins.echo]\npath = {:?}\n",
-            echo.to_str().context("a non-UTF-8 path")?
-        );
+        let mut extra = String::new();
         if let Some(policies) = policies {
             let file = self.work.join(format!("{name}.cedar"));
             std::fs::write(&file, policies)?;
-            config += &format!(
+            extra = format!(
                 "[policy]\ncedar = [{:?}]\n",
                 file.to_str().context("a non-UTF-8 path")?
             );
         }
+        self.echo_server(name, &extra)
+    }
+
+    /// A moat serving the bundled echo plugin over HTTP, with `extra` tables in its moat.toml.
+    pub(crate) fn echo_server(&self, name: &str, extra: &str) -> Result<HttpServer> {
+        let echo = self.plugin("echo").canonicalize()?;
+        let config = format!(
+            "[plugins.echo]\npath = {:?}\n{extra}",
+            echo.to_str().context("a non-UTF-8 path")?
+        );
         let config_path = self.work.join(format!("{name}.toml"));
         std::fs::write(&config_path, config)?;
         let addr = free_addr()?;
