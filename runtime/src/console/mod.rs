@@ -6,9 +6,11 @@
 //! A layer above `serve/` and `mcp/`: it reads what they hold, and nothing below knows it
 //! exists. Each page is a file in [`pages`]; [`session`] signs operators in (with the OAuth
 //! issuer callers use, or a one-time link from `moat console`) and checks each form's CSRF
-//! token; [`layout`] is the frame every page shares, with the headers that keep it to itself
-//! (a strict CSP, no framing, nothing cached). Every asset is served from the binary.
+//! token; [`layout`] is the frame every page shares and [`answer`] the answers that are no
+//! page (a refusal, a redirect); every answer carries the headers that keep it to itself (a
+//! strict CSP, no framing, nothing cached). Every asset is served from the binary.
 
+mod answer;
 mod form;
 mod layout;
 mod mask;
@@ -77,7 +79,7 @@ impl Console {
             }),
         };
         Router::new()
-            .route("/console", get(|| async { layout::see_other("/console/") }))
+            .route("/console", get(|| async { answer::see_other("/console/") }))
             .route("/console/", get(pages::overview::page))
             .route("/console/plugins", get(pages::plugins::list))
             .route("/console/plugins/{name}", get(pages::plugins::page))
@@ -141,7 +143,7 @@ async fn protect(request: axum::extract::Request, next: Next) -> Response {
 type Shared = State<Console>;
 
 /// A page's answer.
-type Page = Result<Response, layout::Refusal>;
+type Page = Result<Response, answer::Refusal>;
 
 fn html(markup: maud::Markup) -> Response {
     markup.into_response()

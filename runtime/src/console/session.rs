@@ -17,7 +17,7 @@ use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::json;
 
-use super::layout::{self, Refusal};
+use super::answer::{self, Refusal};
 use super::{Console, Shared};
 use crate::access::Principal;
 use crate::access::oauth::client::{pkce, random};
@@ -210,7 +210,7 @@ fn entered(cookie: &str, lifetime: Duration) -> Response {
         "{SESSION}={cookie}; Path=/; Secure; HttpOnly; SameSite=Strict; Max-Age={}",
         lifetime.as_secs()
     );
-    let mut response = layout::moving_on("/console/").into_response();
+    let mut response = answer::moving_on("/console/").into_response();
     if let Ok(value) = HeaderValue::from_str(&set) {
         response.headers_mut().append(header::SET_COOKIE, value);
     }
@@ -259,7 +259,7 @@ pub async fn sign_in(State(console): Shared, headers: HeaderMap) -> Result<Respo
         "{FLOW}={browser}; Path=/; Secure; HttpOnly; SameSite=Lax; Max-Age={}",
         FLOW_LIFETIME.as_secs()
     );
-    let mut response = layout::see_other(&url);
+    let mut response = answer::see_other(&url);
     if let Ok(value) = HeaderValue::from_str(&set) {
         response.headers_mut().append(header::SET_COOKIE, value);
     }
@@ -340,7 +340,7 @@ pub async fn sign_out(
             .expect("sessions lock");
         sessions.remove(&browser_digest(&cookie));
     }
-    let mut response = layout::see_other("/console/");
+    let mut response = answer::see_other("/console/");
     let clear = format!("{SESSION}=; Path=/; Secure; HttpOnly; SameSite=Strict; Max-Age=0");
     if let Ok(value) = HeaderValue::from_str(&clear) {
         response.headers_mut().append(header::SET_COOKIE, value);

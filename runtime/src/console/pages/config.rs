@@ -4,7 +4,8 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use maud::html;
 
-use crate::console::layout::{Refusal, frame, see_other};
+use crate::console::answer::{Refusal, see_other};
+use crate::console::layout::frame;
 use crate::console::mask::masked;
 use crate::console::session::{Operator, Posted};
 use crate::console::{Page, Shared, html as page_html};

@@ -9,10 +9,12 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
 use axum::response::sse::{Event, KeepAlive, Sse};
+use futures_util::StreamExt as _;
 use maud::{Markup, html};
 use tokio::sync::broadcast::error::RecvError;
 
-use crate::console::layout::{Refusal, frame, see_other};
+use crate::console::answer::{Refusal, see_other};
+use crate::console::layout::frame;
 use crate::console::session::{Operator, Posted};
 use crate::console::{Page, Shared, html as page_html};
 use crate::mcp::live_calls::CallEvent;
@@ -72,13 +74,17 @@ fn row(call: &CallEvent, csrf: &str) -> Markup {
 }
 
 /// `GET /console/live/events`: each call's start and end, as JSON events.
+///
+/// The stream starts with the calls running now: a call that started between the page and its
+/// stream (or while the stream reconnected) is shown all the same. Listening begins first, so
+/// no start or end falls between the two; a call told twice is the same row.
 pub async fn events(State(console): Shared, _operator: Operator) -> impl IntoResponse {
     let receiver = console.inner.calls.subscribe();
+    let (running, _) = console.inner.calls.now();
+    let running = futures_util::stream::iter(running.into_iter().map(|call| Ok(told(&call))));
     let stream = futures_util::stream::unfold(receiver, |mut receiver| async move {
         let event = match receiver.recv().await {
-            Ok(call) => Event::default()
-                .event("call")
-                .data(serde_json::to_string(&call).unwrap_or_default()),
+            Ok(call) => told(&call),
             Err(RecvError::Lagged(missed)) => {
                 Event::default().event("missed").data(missed.to_string())
             }
@@ -86,7 +92,12 @@ pub async fn events(State(console): Shared, _operator: Operator) -> impl IntoRes
         };
         Some((Ok::<_, Infallible>(event), receiver))
     });
-    Sse::new(stream).keep_alive(KeepAlive::default())
+    Sse::new(running.chain(stream)).keep_alive(KeepAlive::default())
+}
+
+fn told(call: &CallEvent) -> Event {
+    let data = serde_json::to_string(call).unwrap_or_default();
+    Event::default().event("call").data(data)
 }
 
 /// `POST /console/live/cancel`: stops a call, here or on the replica that runs it.

@@ -4,7 +4,8 @@
 use axum::extract::{Path, State};
 use maud::html;
 
-use crate::console::layout::{Refusal, frame};
+use crate::console::answer::Refusal;
+use crate::console::layout::frame;
 use crate::console::session::Operator;
 use crate::console::{Page, Shared, html as page_html};
 use crate::plugin::lint::lint;

@@ -8,8 +8,9 @@ use axum::extract::{Path, State};
 use maud::html;
 use serde_json::Value;
 
+use crate::console::answer::Refusal;
 use crate::console::form;
-use crate::console::layout::{Refusal, frame, json};
+use crate::console::layout::{frame, json};
 use crate::console::session::{Operator, Posted};
 use crate::console::{Console, Page, Shared, html as page_html};
 use crate::mcp::server::mcp_tool;
