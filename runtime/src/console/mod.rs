@@ -31,7 +31,7 @@ use crate::mcp::http::{Direct, Live};
 use crate::mcp::live_calls::LiveCalls;
 use crate::serve::reloads::Reloads;
 
-pub use session::Sessions;
+use session::Sessions;
 
 /// What every page reads; cloning shares it.
 #[derive(Clone)]

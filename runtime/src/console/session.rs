@@ -405,13 +405,12 @@ pub async fn enter(State(console): Shared, Path(token): Path<String>) -> Result<
         let mut links = console.inner.sessions.links.lock().expect("links lock");
         links.remove(&browser_digest(&token))
     };
-    let Some((principal, expires)) = taken.filter(|(_, e)| *e > Instant::now()) else {
+    let Some((principal, _)) = taken.filter(|(_, expires)| *expires > Instant::now()) else {
         return Err(Refusal::new(
             StatusCode::BAD_REQUEST,
             "This link was used already or has expired: run `moat console` for a new one.",
         ));
     };
-    let _ = expires;
     tracing::info!(
         principal = principal.name,
         "signed in to the console by a one-time link"

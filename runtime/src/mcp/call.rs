@@ -64,8 +64,9 @@ impl<'a> Record<'a> {
         });
         let (stop, watched) = match server.catalogue.live_calls() {
             Some(live) => {
-                let watched = live.start(principal, &request.name, context.ct.child_token());
-                (watched.stop, Some(watched.id))
+                let stop = context.ct.child_token();
+                let id = live.start(principal, &request.name, stop.clone());
+                (stop, Some(id))
             }
             None => (context.ct.clone(), None),
         };

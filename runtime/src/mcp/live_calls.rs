@@ -9,12 +9,11 @@
 //! Kept only once something watches ([`crate::mcp::catalogue::Catalogue::watch_calls`]): a moat
 //! without a console pays nothing per call.
 
+use std::collections::hash_map::Entry;
 use std::collections::{HashMap, VecDeque};
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-
-use std::sync::Arc;
 
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
@@ -87,12 +86,6 @@ impl Default for LiveCalls {
     }
 }
 
-/// A call being watched: its number, and what stops it.
-pub struct Watched {
-    pub id: u64,
-    pub stop: CancellationToken,
-}
-
 impl LiveCalls {
     /// Watching the calls of this replica among `replicas`.
     pub fn new(replicas: Arc<dyn Replicas>) -> Self {
@@ -110,8 +103,9 @@ impl LiveCalls {
         &self.replica
     }
 
-    /// Records the start of a call of `tool` by `principal`; `stop` is what ends it early.
-    pub fn start(&self, principal: &Principal, tool: &str, stop: CancellationToken) -> Watched {
+    /// Records the start of a call of `tool` by `principal`, `stop` being what ends it early;
+    /// the call's number.
+    pub fn start(&self, principal: &Principal, tool: &str, stop: CancellationToken) -> u64 {
         let id = self.next.fetch_add(1, Ordering::Relaxed);
         let event = CallEvent {
             replica: self.replica.clone(),
@@ -122,18 +116,26 @@ impl LiveCalls {
             ended: None,
         };
         let mut state = self.state.lock().expect("live calls lock");
-        let seen = state
-            .seen
-            .entry(principal.name.clone())
-            .or_insert_with(|| Seen {
-                principal: principal.clone(),
-                last: SystemTime::now(),
-                calls: 0,
-                problems: VecDeque::new(),
-            });
-        seen.principal = principal.clone();
-        seen.last = SystemTime::now();
-        seen.calls += 1;
+        let now = SystemTime::now();
+        match state.seen.entry(principal.name.clone()) {
+            Entry::Occupied(mut seen) => {
+                let seen = seen.get_mut();
+                // Kept as last seen (a new token may bring new groups), copied only then.
+                if seen.principal != *principal {
+                    seen.principal = principal.clone();
+                }
+                seen.last = now;
+                seen.calls += 1;
+            }
+            Entry::Vacant(place) => {
+                place.insert(Seen {
+                    principal: principal.clone(),
+                    last: now,
+                    calls: 1,
+                    problems: VecDeque::new(),
+                });
+            }
+        }
         if state.seen.len() > MAX_SEEN {
             let oldest = state.seen.iter().min_by_key(|(_, s)| s.last);
             if let Some(name) = oldest.map(|(name, _)| name.clone()) {
@@ -145,12 +147,12 @@ impl LiveCalls {
             Running {
                 event: event.clone(),
                 started: Instant::now(),
-                stop: stop.clone(),
+                stop,
             },
         );
         drop(state);
         self.tell(event);
-        Watched { id, stop }
+        id
     }
 
     /// Tells the watchers here and the other replicas of `event`.
@@ -329,20 +331,14 @@ mod tests {
         let calls = LiveCalls::default();
         let mut feed = calls.subscribe();
         let alice = Principal::stdio("alice");
-        let watched = calls.start(&alice, "echo_echo", CancellationToken::new());
+        let stop = CancellationToken::new();
+        let id = calls.start(&alice, "echo_echo", stop.clone());
         let (running, recent) = calls.now();
         assert_eq!((running.len(), recent.len()), (1, 0));
-        assert!(calls.cancel("local", watched.id) && watched.stop.is_cancelled());
-        calls.end(
-            watched.id,
-            Outcome::Cancelled,
-            Some("cancelled by an operator"),
-        );
-        calls.end(watched.id, Outcome::Ok, None); // a second end changes nothing
-        assert!(
-            !calls.cancel("local", watched.id),
-            "an ended call is not running"
-        );
+        assert!(calls.cancel("local", id) && stop.is_cancelled());
+        calls.end(id, Outcome::Cancelled, Some("cancelled by an operator"));
+        calls.end(id, Outcome::Ok, None); // a second end changes nothing
+        assert!(!calls.cancel("local", id), "an ended call is not running");
         let started = feed.try_recv().unwrap();
         let ended = feed.try_recv().unwrap();
         assert!(started.ended.is_none());
@@ -367,8 +363,8 @@ mod tests {
                 std::thread::spawn(move || {
                     let principal = Principal::stdio(&format!("p{n}"));
                     for _ in 0..100 {
-                        let watched = calls.start(&principal, "t", CancellationToken::new());
-                        calls.end(watched.id, Outcome::Ok, None);
+                        let id = calls.start(&principal, "t", CancellationToken::new());
+                        calls.end(id, Outcome::Ok, None);
                     }
                 })
             })

@@ -9,7 +9,6 @@ use crate::console::layout::frame;
 use crate::console::session::Operator;
 use crate::console::{Page, Shared, html as page_html};
 use crate::plugin::lint::lint;
-use crate::supply::policy::Fate;
 
 pub async fn list(State(console): Shared, operator: Operator) -> Page {
     let registry = console.catalogue().current();
@@ -69,7 +68,7 @@ pub async fn page(State(console): Shared, operator: Operator, Path(name): Path<S
             thead { tr { th { "Grant or limit" } th { "Fate" } th { "Why" } } }
             tbody {
                 @for note in &admission.notes {
-                    tr.note data-fate=(fate(note.fate)) { td { (note.grant) } td.fate { (fate(note.fate)) } td { (note.reason) } }
+                    tr.note data-fate=(note.fate.as_str()) { td { (note.grant) } td.fate { (note.fate.as_str()) } td { (note.reason) } }
                 }
                 @for injection in &grants.network.inject {
                     tr.grant { td { "header " (injection.header) " to " (injection.to) } td.fate { "added" } td { "moat.toml inject (the value is never shown)" } }
@@ -96,14 +95,4 @@ pub async fn page(State(console): Shared, operator: Operator, Path(name): Path<S
         &title,
         body,
     )))
-}
-
-fn fate(fate: Fate) -> &'static str {
-    match fate {
-        Fate::Granted => "granted",
-        Fate::Narrowed => "narrowed",
-        Fate::Cut => "cut",
-        Fate::Missing => "not granted",
-        Fate::Partial => "granted in part",
-    }
 }

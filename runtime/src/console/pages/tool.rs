@@ -29,10 +29,7 @@ pub async fn call(
     let values: HashMap<String, String> = posted.0.into_iter().collect();
     let schema = {
         let registry = console.catalogue().current();
-        let (_, tool) = registry
-            .tools()
-            .find(|(_, t)| t.name == name)
-            .ok_or_else(|| Refusal::not_found(&format!("The tool \"{name}\"")))?;
+        let (_, tool) = found(&registry, &name)?;
         Value::Object((*tool.input_schema).clone())
     };
     let answer = match form::arguments(&schema, &values) {
@@ -65,10 +62,7 @@ fn render(
     answer: Option<Answer>,
 ) -> Page {
     let registry = console.catalogue().current();
-    let (plugin, tool) = registry
-        .tools()
-        .find(|(_, t)| t.name == name)
-        .ok_or_else(|| Refusal::not_found(&format!("The tool \"{name}\"")))?;
+    let (plugin, tool) = found(&registry, name)?;
     let listed = serde_json::to_value(mcp_tool(tool)).unwrap_or_default();
     let schema = Value::Object((*tool.input_schema).clone());
     let body = html! {
@@ -116,4 +110,20 @@ fn render(
     };
     let title = format!("Tool {name}");
     Ok(page_html(frame(operator, "/console/plugins", &title, body)))
+}
+
+/// The tool `name` and its plugin, or the page saying it is not served.
+fn found<'a>(
+    registry: &'a crate::plugin::registry::Registry,
+    name: &str,
+) -> Result<
+    (
+        &'a std::sync::Arc<crate::plugin::Plugin>,
+        &'a crate::plugin::Tool,
+    ),
+    Refusal,
+> {
+    registry
+        .find(name)
+        .ok_or_else(|| Refusal::not_found(&format!("The tool \"{name}\"")))
 }

@@ -157,9 +157,7 @@ pub struct Config {
 pub fn load(path: &Path, secrets: Option<&Path>) -> Result<Config> {
     let within = || format!("in {}", path.display());
     let base = folder(path);
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-    let mut file: ConfigFile = toml::from_str(&text).with_context(within)?;
+    let (mut file, text) = read_file_and_text(path)?;
     let env = |name: &str| std::env::var(name).ok();
     let lookup = Lookup::new(&env, secrets, file.secrets.as_deref(), base).with_context(within)?;
     let service = file.take_service(base, &lookup).with_context(within)?;
@@ -190,9 +188,15 @@ pub fn load(path: &Path, secrets: Option<&Path>) -> Result<Config> {
 
 /// The file at `path`, parsed; its errors name it.
 fn read_file(path: &Path) -> Result<ConfigFile> {
+    Ok(read_file_and_text(path)?.0)
+}
+
+/// The file at `path`, parsed, and its text as read.
+fn read_file_and_text(path: &Path) -> Result<(ConfigFile, String)> {
     let text =
         std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-    toml::from_str(&text).with_context(|| format!("in {}", path.display()))
+    let file = toml::from_str(&text).with_context(|| format!("in {}", path.display()))?;
+    Ok((file, text))
 }
 
 /// The folder the paths of the file at `path` are relative to.

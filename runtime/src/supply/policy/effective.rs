@@ -81,16 +81,22 @@ pub enum Fate {
     Partial,
 }
 
-impl fmt::Display for Note {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let fate = match self.fate {
+impl Fate {
+    /// The fate in words, as notes and the console say it.
+    pub fn as_str(self) -> &'static str {
+        match self {
             Fate::Granted => "granted",
             Fate::Narrowed => "narrowed",
             Fate::Cut => "cut",
             Fate::Missing => "not granted",
             Fate::Partial => "granted in part",
-        };
-        write!(f, "{}: {fate}: {}", self.grant, self.reason)
+        }
+    }
+}
+
+impl fmt::Display for Note {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}: {}", self.grant, self.fate.as_str(), self.reason)
     }
 }
 
